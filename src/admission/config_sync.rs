@@ -170,7 +170,7 @@ fn tas_cluster(snap: &Snapshot, errors: &mut BTreeMap<String, String>) -> queue:
             }
         }
     }
-    queue::tas::TasCluster { topologies, nodes }
+    queue::tas::TasCluster::new(topologies, nodes)
 }
 
 /// Takes one configuration object into the core when its version changed; a conversion or model

@@ -341,7 +341,7 @@ pub enum BenchCommand {
     /// admission per class and ClusterQueue usage beside Kueue's published figures and the physical
     /// lower bound. Exits 1 when a rangespec threshold is missed.
     E2e {
-        /// A shipped config (baseline, large-scale, ci) or a generator.yaml in Kueue's format.
+        /// A shipped config (baseline, large-scale, ci, tas) or a generator.yaml in Kueue's format.
         #[arg(long, default_value = "baseline")]
         config: String,
         /// Thresholds in Kueue's rangespec format (default: the shipped config's own).

@@ -92,6 +92,7 @@ pub fn render_record(e: &Explanation) -> String {
     }
     out.push('\n');
     out.push_str(&flavor_table(e, true));
+    out.push_str(&topology_lines(e));
     if e.holders.is_empty() {
         out.push_str("\nno admitted workload holds the short quota\n");
     } else {
@@ -104,6 +105,49 @@ pub fn render_record(e: &Explanation) -> String {
         e.preemption.policy, e.preemption.candidates, e.preemption.why
     );
     out
+}
+
+/// Per podset in a TAS flavor: its request, then where it would go now or Kueue's reason it fits no
+/// domain, and the domains of its level with most room.
+fn topology_lines(e: &Explanation) -> String {
+    let mut out = String::new();
+    for t in &e.topology {
+        let _ = writeln!(
+            out,
+            "\ntopology {} (flavor {}), podset {}: {}",
+            t.topology, t.flavor, t.podset, t.request
+        );
+        if t.no_fit.is_empty() {
+            let _ = writeln!(out, "  fits now in: {}", domain_list(&t.placement));
+        } else {
+            let _ = writeln!(out, "  fits no domain: {}", t.no_fit);
+        }
+        if !t.roomiest.is_empty() {
+            let room = t
+                .roomiest
+                .iter()
+                .map(|(d, n)| format!("{d} ({n} pod(s))"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let _ = writeln!(out, "  most room at {}: {room}", t.level);
+        }
+    }
+    out
+}
+
+/// Domains with their pod counts, `a/b x2, c/d x1`, the first ten and how many more.
+fn domain_list(domains: &[(String, i32)]) -> String {
+    const SHOWN: usize = 10;
+    let mut s = domains
+        .iter()
+        .take(SHOWN)
+        .map(|(d, n)| format!("{d} x{n}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if domains.len() > SHOWN {
+        let _ = write!(s, " and {} more domain(s)", domains.len() - SHOWN);
+    }
+    s
 }
 
 /// One Workload: admitted, finished, or pending with the scheduler's record.
@@ -194,6 +238,19 @@ fn admitted_podsets(wl: &Workload, a: &Admission) -> String {
             "  podset {} x{counted}{shrunk}: {flavors}; counts {holds}",
             p.name
         );
+        if let Some(ta) = &p.topology_assignment {
+            let domains: Vec<(String, i32)> = crate::api::kueue::tas::decode_assignment(ta)
+                .into_iter()
+                .map(|d| (d.values.join("/"), d.count))
+                .collect();
+            let _ = writeln!(
+                out,
+                "    placed in {} topology domain(s) of {}: {}",
+                domains.len(),
+                ta.levels.join("/"),
+                domain_list(&domains)
+            );
+        }
     }
     out
 }

@@ -104,6 +104,10 @@ pub struct Explanation {
     pub podsets: Vec<PodSetView>,
     pub holders: Vec<Holder>,
     pub preemption: PreemptionView,
+    /// Per podset in a TAS flavor of the ClusterQueue: its topology request, where it would go now
+    /// or why it fits no domain, and the domains with most room.
+    #[serde(default)]
+    pub topology: Vec<super::tas::TopologyView>,
 }
 
 fn policy_text(within: WithinClusterQueue, reclaim: ReclaimWithinCohort) -> String {
@@ -197,6 +201,7 @@ impl AdmissionCore {
             .as_ref()
             .and_then(|k| self.admitted.get(k))
             .filter(|o| o.admission.cluster_queue == w.cluster_queue);
+        let topology = self.topology_views(w, cq, replaced.map(|o| &o.model.key));
         let now = NowView::of(&self.tree, cq_idx, cq);
         let tree = self.tree.without_usage(cq_idx, replaced.map(|o| &o.usage));
         let root = tree.root(cq_idx);
@@ -266,7 +271,42 @@ impl AdmissionCore {
                 chosen,
                 why,
             },
+            topology,
         })
+    }
+
+    /// Each podset's view in each TAS flavor of the ClusterQueue, the replaced slice's placement
+    /// left out as the scheduler leaves it out.
+    fn topology_views(
+        &self,
+        w: &WorkloadModel,
+        cq: &ClusterQueueModel,
+        replaced: Option<&WorkloadKey>,
+    ) -> Vec<super::tas::TopologyView> {
+        let listed: Vec<&str> = cq
+            .resource_groups
+            .iter()
+            .flat_map(|g| &g.flavors)
+            .map(|f| f.name.as_str())
+            .collect();
+        let tas: Vec<&super::model::FlavorModel> = listed
+            .iter()
+            .filter_map(|f| self.flavors.get(*f))
+            .filter(|f| f.topology.is_some())
+            .collect();
+        let tas_only = !listed.is_empty() && tas.len() == listed.len();
+        let mut out = Vec::new();
+        for ps in &w.podsets {
+            for f in &tas {
+                let admitted = self
+                    .admitted
+                    .values()
+                    .filter(|a| Some(&a.model.key) != replaced)
+                    .map(|a| (&a.model, &a.admission));
+                out.extend(self.tas.explain_podset(f, tas_only, ps, admitted));
+            }
+        }
+        out
     }
 }
 

@@ -185,7 +185,7 @@ pub struct AdmissionCore {
     /// default): a preemptor whose victims another of the cycle claimed is skipped, not recomputed.
     overlap_skip_only: bool,
     /// Topologies and Nodes, for placing podsets in TAS flavors.
-    tas: super::tas::TasCluster,
+    pub(super) tas: super::tas::TasCluster,
 }
 
 type ShapeKey = (usize, i32, u64);

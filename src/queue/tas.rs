@@ -15,7 +15,8 @@
 //! balanced placement (alpha), preferred node affinity scoring, node replacement, non-TAS pods' usage.
 
 use std::cmp::Ordering;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 
 use super::amount::Amount;
 use super::model::{
@@ -54,8 +55,6 @@ struct Leaf {
     domain: usize,
     /// Allocatable summed over the leaf's nodes.
     free: Requests,
-    /// Held by admitted TAS assignments.
-    usage: Requests,
     /// Only for a hostname leaf (one node): what the scheduler's filters read.
     labels: BTreeMap<String, String>,
     taints: Vec<Taint>,
@@ -67,9 +66,24 @@ struct State {
     slices: i64,
 }
 
-/// One flavor's topology: its domain tree and the usage on it.
+/// One flavor's topology: its domain tree (shared, built once per set of Nodes) and the usage on it.
 #[derive(Clone, Debug)]
 pub struct TasSnapshot {
+    tree: Arc<TasTree>,
+    /// Per leaf: held by admitted TAS assignments.
+    usage: Vec<Requests>,
+}
+
+impl std::ops::Deref for TasSnapshot {
+    type Target = TasTree;
+    fn deref(&self) -> &TasTree {
+        &self.tree
+    }
+}
+
+/// The domain tree of a flavor's Nodes, without usage.
+#[derive(Debug)]
+pub struct TasTree {
     topology: String,
     levels: Vec<String>,
     lowest_is_host: bool,
@@ -79,6 +93,8 @@ pub struct TasSnapshot {
     leaves: Vec<Leaf>,
     /// leaf values (all levels) -> leaf index
     leaf_index: BTreeMap<Vec<String>, usize>,
+    /// With a hostname lowest level: host -> leaf index (hostname-only assignments name only it).
+    host_index: HashMap<String, usize>,
 }
 
 /// Why nodes were left out, for the not-fit message (Kueue's `tasExclusionStats`).
@@ -127,15 +143,18 @@ fn taint_text(t: &Taint) -> String {
     }
 }
 
-/// `requests.CountInWithLimitingResource`: how many pods of `per_pod` fit in `free`, and the
-/// resource that limits it (ties to the alphabetically first).
-fn count_in(per_pod: &Requests, free: &Requests) -> (i64, Option<String>) {
+/// `requests.CountInWithLimitingResource`: how many pods of `per_pod` fit in `free` less `used`, and
+/// the resource that limits it (ties to the alphabetically first).
+fn count_in(per_pod: &Requests, free: &Requests, used: &Requests) -> (i64, Option<String>) {
     let mut best: Option<(i64, &str)> = None;
     for (r, req) in per_pod {
         if req.0 <= 0 {
             continue;
         }
-        let have = free.get(r).copied().unwrap_or_default().0.max(0);
+        let total = free.get(r).copied().unwrap_or_default().0;
+        let have = total
+            .saturating_sub(used.get(r).copied().unwrap_or_default().0)
+            .max(0);
         let n = have / req.0;
         if best.is_none_or(|(b, _)| n < b) {
             best = Some((n, r));
@@ -165,8 +184,20 @@ impl TasSnapshot {
     /// The tree of `nodes` that carry every level's label and are schedulable. Nodes not matching the
     /// flavor's node labels should be left out by the caller (Kueue's snapshot holds only those).
     pub fn new(topology: &str, levels: &[String], nodes: &[TasNode]) -> TasSnapshot {
+        TasSnapshot::over(Arc::new(TasTree::new(topology, levels, nodes.iter())))
+    }
+
+    /// A snapshot of `tree` with nothing in use.
+    fn over(tree: Arc<TasTree>) -> TasSnapshot {
+        let usage = vec![Requests::new(); tree.leaves.len()];
+        TasSnapshot { tree, usage }
+    }
+}
+
+impl TasTree {
+    fn new<'a>(topology: &str, levels: &[String], nodes: impl Iterator<Item = &'a TasNode>) -> TasTree {
         let lowest_is_host = levels.last().is_some_and(|l| l == HOSTNAME_LABEL);
-        let mut s = TasSnapshot {
+        let mut s = TasTree {
             topology: topology.to_string(),
             levels: levels.to_vec(),
             lowest_is_host,
@@ -175,12 +206,13 @@ impl TasSnapshot {
             roots: Vec::new(),
             leaves: Vec::new(),
             leaf_index: BTreeMap::new(),
+            host_index: HashMap::new(),
         };
         if levels.is_empty() {
             return s;
         }
         let mut index: BTreeMap<Vec<String>, usize> = BTreeMap::new();
-        for node in nodes.iter().filter(|n| n.schedulable) {
+        for node in nodes.filter(|n| n.schedulable) {
             let Some(values) = levels
                 .iter()
                 .map(|l| node.labels.get(l).cloned())
@@ -219,6 +251,9 @@ impl TasSnapshot {
                         ..Default::default()
                     });
                     s.leaf_index.insert(values.clone(), s.leaves.len() - 1);
+                    if lowest_is_host && let Some(host) = values.last() {
+                        s.host_index.entry(host.clone()).or_insert(s.leaves.len() - 1);
+                    }
                     s.leaves.len() - 1
                 }
             };
@@ -231,7 +266,9 @@ impl TasSnapshot {
         }
         s
     }
+}
 
+impl TasSnapshot {
     pub fn levels(&self) -> &[String] {
         &self.levels
     }
@@ -248,13 +285,9 @@ impl TasSnapshot {
         if levels.len() == self.levels.len() && levels == self.levels.as_slice() {
             return self.leaf_index.get(values).copied();
         }
-        // A hostname-only assignment: the leaf whose last value is that host.
+        // A hostname-only assignment: the (first) leaf whose last value is that host.
         if self.lowest_is_host && levels.len() == 1 && levels[0] == HOSTNAME_LABEL {
-            return self
-                .leaf_index
-                .iter()
-                .find(|(k, _)| k.last() == values.last())
-                .map(|(_, l)| *l);
+            return values.last().and_then(|h| self.host_index.get(h)).copied();
         }
         None
     }
@@ -264,7 +297,7 @@ impl TasSnapshot {
     pub fn add_usage(&mut self, placement: &Placement, per_pod: &Requests) {
         for d in &placement.domains {
             if let Some(l) = self.leaf_of(&placement.levels, &d.values) {
-                let usage = &mut self.leaves[l].usage;
+                let usage = &mut self.usage[l];
                 add(usage, per_pod, i64::from(d.count));
                 add(
                     usage,
@@ -281,7 +314,7 @@ impl TasSnapshot {
             .iter()
             .map(|(k, l)| {
                 let mut free = self.leaves[*l].free.clone();
-                sub(&mut free, &self.leaves[*l].usage);
+                sub(&mut free, &self.usage[*l]);
                 (k.clone(), free)
             })
             .collect()
@@ -432,7 +465,7 @@ impl Run<'_> {
             total: self.s.leaves.len(),
             ..Default::default()
         };
-        for leaf in &self.s.leaves {
+        for (li, leaf) in self.s.leaves.iter().enumerate() {
             if self.s.lowest_is_host {
                 // The scheduler's filters, in its order: taints, node selector, affinity.
                 if let Some(t) = leaf.taints.iter().find(|t| !tolerated(&ps.tolerations, t)) {
@@ -452,9 +485,7 @@ impl Run<'_> {
                     continue;
                 }
             }
-            let mut free = leaf.free.clone();
-            sub(&mut free, &leaf.usage);
-            let (n, limiting) = count_in(per_pod, &free);
+            let (n, limiting) = count_in(per_pod, &leaf.free, &self.s.usage[li]);
             if n == 0
                 && let Some(r) = limiting
             {
@@ -622,14 +653,60 @@ impl Run<'_> {
     }
 }
 
-/// What the core knows of the cluster for TAS: each Topology's levels by name, and the Nodes.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// What the core knows of the cluster for TAS: each Topology's levels by name, and the Nodes; and
+/// the domain trees built from them, per topology and flavor node labels, kept until the Nodes or
+/// Topologies change (a new `TasCluster`), so a placement attempt builds none.
+#[derive(Clone, Debug, Default)]
 pub struct TasCluster {
     pub topologies: BTreeMap<String, Vec<String>>,
     pub nodes: Vec<TasNode>,
+    trees: Arc<Mutex<TreeCache>>,
 }
 
+/// (topology, the flavor's node labels) -> its tree.
+type TreeCache = HashMap<(String, Vec<(String, String)>), Arc<TasTree>>;
+
+impl PartialEq for TasCluster {
+    fn eq(&self, other: &Self) -> bool {
+        self.topologies == other.topologies && self.nodes == other.nodes
+    }
+}
+
+impl Eq for TasCluster {}
+
 impl TasCluster {
+    pub fn new(topologies: BTreeMap<String, Vec<String>>, nodes: Vec<TasNode>) -> TasCluster {
+        TasCluster {
+            topologies,
+            nodes,
+            trees: Arc::default(),
+        }
+    }
+
+    /// The tree of `topology` over the Nodes carrying `flavor`'s node labels, built once.
+    fn tree(&self, flavor: &FlavorModel, topology: &str, levels: &[String]) -> Arc<TasTree> {
+        let key = (
+            topology.to_string(),
+            flavor
+                .node_labels
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect::<Vec<_>>(),
+        );
+        let build = || {
+            let nodes = self
+                .nodes
+                .iter()
+                .filter(|n| flavor.node_labels.iter().all(|(k, v)| n.labels.get(k) == Some(v)));
+            Arc::new(TasTree::new(topology, levels, nodes))
+        };
+        // A poisoned cache only means another thread panicked while inserting: build afresh.
+        let Ok(mut trees) = self.trees.lock() else {
+            return build();
+        };
+        trees.entry(key).or_insert_with(build).clone()
+    }
+
     /// The snapshot of a TAS flavor: its Topology over the Nodes carrying the flavor's node labels,
     /// with what `admitted` podsets placed in this flavor hold.
     fn snapshot<'a>(
@@ -644,13 +721,7 @@ impl TasCluster {
                 flavor.name
             )
         })?;
-        let nodes: Vec<TasNode> = self
-            .nodes
-            .iter()
-            .filter(|n| flavor.node_labels.iter().all(|(k, v)| n.labels.get(k) == Some(v)))
-            .cloned()
-            .collect();
-        let mut s = TasSnapshot::new(topology, levels, &nodes);
+        let mut s = TasSnapshot::over(self.tree(flavor, topology, levels));
         for (w, a) in admitted {
             for psa in &a.pod_set_assignments {
                 let (Some(p), true) = (&psa.topology, psa.flavors.values().any(|f| *f == flavor.name)) else {
@@ -723,6 +794,112 @@ impl TasCluster {
             psa.topology = Some(placement);
         }
         Ok(())
+    }
+}
+
+/// Domains `explain` lists per podset, most room first.
+pub const MAX_EXPLAINED_DOMAINS: usize = 5;
+
+/// What `explain` shows of a podset of a pending workload in a TAS flavor: what it asks, where it
+/// would go now or why it cannot (Kueue's message), and the domains of its level with most room.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TopologyView {
+    pub podset: String,
+    pub flavor: String,
+    pub topology: String,
+    /// `required <level>`, `preferred <level>`, `unconstrained`, then `, slices of N in <level>`.
+    pub request: String,
+    /// The level of `roomiest`.
+    pub level: String,
+    /// Where the pods would go now: each domain (its values joined by `/`) and its pods.
+    pub placement: Vec<(String, i32)>,
+    /// Why they fit nowhere (Kueue's message); empty when they fit.
+    pub no_fit: String,
+    /// The domains at `level` with most room now: each and how many of the podset's pods fit in it.
+    pub roomiest: Vec<(String, i64)>,
+}
+
+fn request_text(req: &TopologyRequest, implied: bool) -> String {
+    let mut t = match (&req.required, &req.preferred) {
+        (Some(l), _) => format!("required {l}"),
+        (None, Some(l)) => format!("preferred {l}"),
+        _ if implied => "unconstrained (implied: every flavor of the ClusterQueue is TAS)".to_string(),
+        _ => "unconstrained".to_string(),
+    };
+    if let Some(l) = &req.slice_topology {
+        t.push_str(&format!(", slices of {} in {l}", req.slice_size.unwrap_or(0)));
+    }
+    t
+}
+
+impl TasCluster {
+    /// The topology view of podset `ps` in TAS flavor `flavor` (`None` when the podset asks for no
+    /// TAS and the ClusterQueue is not TAS-only, or the flavor names no topology), with what
+    /// `admitted` holds counted.
+    pub fn explain_podset<'a>(
+        &self,
+        flavor: &FlavorModel,
+        tas_only: bool,
+        ps: &PodSetModel,
+        admitted: impl Iterator<Item = (&'a WorkloadModel, &'a Admission)>,
+    ) -> Option<TopologyView> {
+        let req = ps.topology.clone().unwrap_or_default();
+        let implied = !req.is_explicit() && tas_only;
+        if !req.is_explicit() && !implied {
+            return None;
+        }
+        let topology = flavor.topology.clone()?;
+        let mut view = TopologyView {
+            podset: ps.name.clone(),
+            flavor: flavor.name.clone(),
+            topology: topology.clone(),
+            request: request_text(&req, implied),
+            level: String::new(),
+            placement: Vec::new(),
+            no_fit: String::new(),
+            roomiest: Vec::new(),
+        };
+        let snap = match self.snapshot(flavor, &topology, admitted) {
+            Ok(s) => s,
+            Err(m) => {
+                view.no_fit = m;
+                return Some(view);
+            }
+        };
+        let level = req
+            .required
+            .as_ref()
+            .or(req.preferred.as_ref())
+            .or(req.slice_topology.as_ref())
+            .and_then(|l| snap.levels.iter().position(|x| x == l))
+            .unwrap_or(snap.levels.len().saturating_sub(1));
+        view.level = snap.levels.get(level).cloned().unwrap_or_default();
+        match snap.place(ps, &req, implied, ps.count) {
+            Ok(p) => {
+                view.placement = p.domains.iter().map(|d| (d.values.join("/"), d.count)).collect();
+            }
+            Err(m) => view.no_fit = m,
+        }
+        if snap.levels.is_empty() {
+            return Some(view);
+        }
+        let mut run = Run {
+            s: &snap,
+            st: vec![State::default(); snap.domains.len()],
+            unconstrained: false,
+        };
+        let mut per_pod = ps.requests.clone();
+        add(&mut per_pod, &Requests::from([(PODS.to_string(), Amount(1))]), 1);
+        run.fill_in_counts(ps, &per_pod, 1, snap.levels.len() - 1);
+        let mut room: Vec<(String, i64)> = snap.per_level[level]
+            .iter()
+            .map(|d| (snap.domains[*d].values.join("/"), run.st[*d].pods))
+            .collect();
+        room.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        room.truncate(MAX_EXPLAINED_DOMAINS);
+        view.roomiest = room;
+        Some(view)
     }
 }
 

@@ -436,10 +436,7 @@ mod core {
         c.upsert_cluster_queue(ClusterQueueModel::build("cq").flavor("tas", &[("cpu", 100_000)]))
             .unwrap();
         c.upsert_flavor(FlavorModel::build("tas").with_topology("default"));
-        c.set_tas_cluster(TasCluster {
-            topologies: [("default".to_string(), two())].into(),
-            nodes,
-        });
+        c.set_tas_cluster(TasCluster::new([("default".to_string(), two())].into(), nodes));
         c
     }
 
@@ -489,6 +486,68 @@ mod core {
                 values: levels(&["b1", "r2"]),
                 count: 3
             }]
+        );
+    }
+
+    /// `explain` names the domains: where a pending podset would go, or Kueue's reason it fits none
+    /// and the racks with most room (b1/r2 holds 3 CPU, b2/r2 2, the others 1; pods of 1 CPU).
+    #[test]
+    fn explain_names_the_domains_or_why_none_fits() {
+        let mut c = core(default_nodes());
+        c.add_workload(wl("a", 3, required(RACK))).unwrap();
+        let e = c.explain(&WorkloadKey::new("ns", "a")).unwrap();
+        assert_eq!(e.topology.len(), 1, "{e:?}");
+        let t = &e.topology[0];
+        assert_eq!(
+            (t.podset.as_str(), t.flavor.as_str(), t.topology.as_str()),
+            ("main", "tas", "default")
+        );
+        assert_eq!(t.request, format!("required {RACK}"));
+        assert_eq!(t.level, RACK);
+        assert_eq!(t.placement, vec![("b1/r2".to_string(), 3)]);
+        assert_eq!(t.no_fit, "");
+        let room = |v: &[(&str, i64)]| v.iter().map(|(d, n)| (d.to_string(), *n)).collect::<Vec<_>>();
+        assert_eq!(
+            t.roomiest,
+            room(&[("b1/r2", 3), ("b2/r2", 2), ("b1/r1", 1), ("b2/r1", 1)])
+        );
+        c.schedule_cycle(1);
+        c.add_workload(wl("b", 3, required(RACK)).at(1)).unwrap();
+        c.schedule_cycle(2);
+        let e = c.explain(&WorkloadKey::new("ns", "b")).unwrap();
+        let t = &e.topology[0];
+        assert_eq!(t.placement, vec![]);
+        assert_eq!(
+            t.no_fit,
+            r#"topology "default" allows to fit only 2 out of 3 pod(s). Total nodes: 4; excluded: resource "cpu": 1"#
+        );
+        assert_eq!(
+            t.roomiest,
+            room(&[("b2/r2", 2), ("b1/r1", 1), ("b2/r1", 1), ("b1/r2", 0)])
+        );
+        // A podset asking for nothing in a ClusterQueue with a non-TAS flavor too has no view.
+        let mut c = AdmissionCore::new();
+        c.upsert_cluster_queue(
+            ClusterQueueModel::build("cq")
+                .flavor("plain", &[("cpu", 1000)])
+                .flavor("tas", &[("cpu", 100_000)]),
+        )
+        .unwrap();
+        c.upsert_flavor(FlavorModel::build("plain"));
+        c.upsert_flavor(FlavorModel::build("tas").with_topology("default"));
+        c.set_tas_cluster(TasCluster::new(
+            [("default".to_string(), two())].into(),
+            default_nodes(),
+        ));
+        c.add_workload(
+            WorkloadModel::build("ns", "plain", "cq").podset(PodSetModel::build("main", 2, &[("cpu", 1000)])),
+        )
+        .unwrap();
+        assert!(
+            c.explain(&WorkloadKey::new("ns", "plain"))
+                .unwrap()
+                .topology
+                .is_empty()
         );
     }
 

@@ -27,7 +27,7 @@ pub async fn e2e(
         Some((g, r)) => (g.to_string(), Some(r.to_string())),
         None => (
             std::fs::read_to_string(config)
-                .map_err(|e| format!("--config {config}: not a shipped config (baseline, large-scale, ci) and not a readable file: {e}"))?,
+                .map_err(|e| format!("--config {config}: not a shipped config (baseline, large-scale, ci, tas) and not a readable file: {e}"))?,
             None,
         ),
     };

@@ -29,6 +29,22 @@ pub fn published(config: &str) -> Option<Published> {
             admission_ms: &[("large", 105_604.0), ("medium", 256_413.0), ("small", 700_379.0)],
             usage_pct: 38.64,
         }),
+        // Kueue's TAS config: the means of its ten CI runs, written beside its rangespec.
+        "tas" => Some(Published {
+            wall_ms: 401_472.0,
+            admission_ms: &[
+                ("large-balanced-rack", 37_862.0),
+                ("large-preferred-rack", 39_573.0),
+                ("large-required-rack", 39_625.0),
+                ("medium-balanced-rack", 106_303.0),
+                ("medium-preferred-rack", 106_324.0),
+                ("medium-required-rack", 107_071.0),
+                ("small-balanced-rack", 237_846.0),
+                ("small-preferred-rack", 246_090.0),
+                ("small-required-rack", 246_755.0),
+            ],
+            usage_pct: 62.41,
+        }),
         _ => None,
     }
 }
@@ -106,6 +122,8 @@ pub fn to_json(name: &str, scale: f64, plan: &Plan, m: &Measured) -> Value {
             "summary": m.admission_loop.summary(),
         },
         "kueuePublished": kueue,
+        "tasNodes": m.tas_nodes,
+        "placements": m.placements,
     })
 }
 
@@ -122,7 +140,7 @@ pub fn to_text(v: &Value) -> String {
         f("lowerBoundMs") / 1000.0
     ));
     out.push_str(&format!(
-        "{:<34}{:>22}{:>22}\n",
+        "{:<44}{:>22}{:>22}\n",
         "", "quotagate", "Kueue (published)"
     ));
     let kwall = k["wallMs"].as_f64().map_or("-".to_string(), |w| {
@@ -133,7 +151,7 @@ pub fn to_text(v: &Value) -> String {
         )
     });
     out.push_str(&format!(
-        "{:<34}{:>22}{:>22}\n",
+        "{:<44}{:>22}{:>22}\n",
         "wall (x lower bound)",
         format!("{:.1} s ({:.2}x)", f("wallMs") / 1000.0, f("wallOverBound")),
         kwall
@@ -144,13 +162,13 @@ pub fn to_text(v: &Value) -> String {
                 .as_f64()
                 .map_or("-".to_string(), |x| format!("{:.1} s", x / 1000.0));
             out.push_str(&format!(
-                "{:<34}{:>22}{:>22}\n",
+                "{:<44}{:>22}{:>22}\n",
                 format!("time to admission {c} avg"),
                 format!("{:.2} s", s["avgMs"].as_f64().unwrap_or(0.0) / 1000.0),
                 kv
             ));
             out.push_str(&format!(
-                "{:<34}{:>22}\n",
+                "{:<44}{:>22}\n",
                 format!("time to admission {c} p50 / p99"),
                 format!(
                     "{:.2} / {:.2} s",
@@ -166,10 +184,26 @@ pub fn to_text(v: &Value) -> String {
                 .as_f64()
                 .map_or("-".to_string(), |x| format!("{x:.1}%"));
             out.push_str(&format!(
-                "{:<34}{:>22}{:>22}\n",
+                "{:<44}{:>22}{:>22}\n",
                 format!("ClusterQueue usage {c}"),
                 format!("{:.1}%", u.as_f64().unwrap_or(0.0)),
                 kv
+            ));
+        }
+    }
+    if let Some(p) = v["placements"].as_object().filter(|p| !p.is_empty()) {
+        out.push_str(&format!(
+            "\nTAS placements ({} Nodes), per class: admissions checked / spread over domains / without assignment / miscounted\n",
+            v["tasNodes"]
+        ));
+        for (c, t) in p {
+            let n = |k: &str| t[k].as_u64().unwrap_or(0);
+            out.push_str(&format!(
+                "  {c:<32}{:>8} / {} / {} / {}\n",
+                n("admissions"),
+                n("spread"),
+                n("unassigned"),
+                n("miscounted")
             ));
         }
     }
@@ -200,9 +234,22 @@ pub fn to_text(v: &Value) -> String {
     out
 }
 
-/// Every threshold of `spec` the run misses, named as the rangespec names it.
+/// Every threshold of `spec` the run misses, named as the rangespec names it; and, for a TAS run,
+/// every class with an admission whose placement broke its constraint (`placement.<class>`).
 pub fn check(spec: &RangeSpec, v: &Value) -> Vec<String> {
     let mut bad = Vec::new();
+    for (class, t) in v["placements"].as_object().into_iter().flatten() {
+        let n = |k: &str| t[k].as_u64().unwrap_or(0);
+        if n("spread") + n("unassigned") + n("miscounted") > 0 {
+            bad.push(format!(
+                "placement.{class}: of {} admissions {} spread over domains of their level, {} without a topologyAssignment, {} miscounted",
+                n("admissions"),
+                n("spread"),
+                n("unassigned"),
+                n("miscounted")
+            ));
+        }
+    }
     let wall = v["wallMs"].as_f64().unwrap_or(f64::MAX);
     if let Some(max) = spec.cmd.max_wall_ms
         && wall > max.0

@@ -1,7 +1,9 @@
 //! Drives a generator config through the embedded API server and the real manager (what `quotagate run
 //! --embedded` runs, admission only), as Kueue's runner drives minimalkueue: the queues first, then each
 //! workload set on its own schedule; a workload is marked Finished its runtime after it was admitted.
-//! Everything the run measures is taken here, from one watch of all Workloads.
+//! A TAS config first gets its Nodes (Ready, with the levels' labels and capacity), its Topology and a
+//! flavor naming it, as Kueue's topology generator makes them. Everything the run measures is taken
+//! here, from one watch of all Workloads.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::IsTerminal;
@@ -10,19 +12,20 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, Node};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::config::{Plan, QueuePlan};
+use super::config::{NODE_PODS, Plan, QueuePlan, TasPlan};
 use crate::api::kueue::constants::condition;
 use crate::api::kueue::{
-    ClusterQueue, ClusterQueuePreemption, FlavorQuotas, LocalQueue, ResourceFlavor, Workload,
+    ClusterQueue, ClusterQueuePreemption, FlavorQuotas, LocalQueue, ResourceFlavor, Topology, TopologyLevel,
+    TopologySpec, Workload,
 };
-use crate::wiring::manager::{ManagerOptions, embedded_server, run_manager};
+use crate::wiring::manager::{ManagerOptions, run_manager};
 
 /// Kueue's generator labels: the runtime and the class of a workload.
 pub const RUNNING_TIME_LABEL: &str = "kueue.x-k8s.io/performance-scheduler-running-ms";
@@ -42,6 +45,8 @@ struct Rec {
     first_admitted: Option<Instant>,
     admitted: Option<Instant>,
     finished: bool,
+    /// The TAS constraint's level index (required: all pods in one domain of it; balanced: each slice).
+    tas: Option<TasCheck>,
     /// Bumped on every admission, so a finish timer of an earlier admission does nothing.
     epoch: u32,
     events: u32,
@@ -65,6 +70,34 @@ pub struct Measured {
     pub max_rss_kib: Option<u64>,
     /// The admission loop's cycles and time per phase over the run.
     pub admission_loop: crate::admission::CycleFigures,
+    /// TAS configs: the Nodes generated, and per workload class the admissions checked against the
+    /// topology the run made.
+    pub tas_nodes: u64,
+    pub placements: BTreeMap<String, PlacementTally>,
+}
+
+/// What a TAS class's admissions looked like, read from each admission's `topologyAssignment`.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlacementTally {
+    pub admissions: u64,
+    /// Admitted without a `topologyAssignment` for the podset.
+    pub unassigned: u64,
+    /// Whose pods span more than one domain of the constraint's level.
+    pub spread: u64,
+    /// Whose pods the assignment counts differently from the podset's count, or on unknown hosts.
+    pub miscounted: u64,
+}
+
+/// How an admitted TAS workload's assignment is checked.
+#[derive(Clone, Copy, Debug)]
+struct TasCheck {
+    /// Index of the constraint's level in the topology.
+    level: usize,
+    /// Pods that must share one domain of that level (all for required, a slice for balanced, 1 for
+    /// preferred, which may spread).
+    together: i64,
+    pods: i64,
 }
 
 type Records = Arc<Mutex<HashMap<(usize, String), Rec>>>;
@@ -128,7 +161,13 @@ fn cpu_and_rss() -> (Option<Duration>, Option<u64>) {
 
 async fn create_queues(client: &Client, plan: &Plan) -> Result<(), String> {
     let pp = PostParams::default();
-    let rf = ResourceFlavor::build(&plan.flavor).build();
+    let rf = match &plan.tas {
+        Some(t) => ResourceFlavor::build(&plan.flavor)
+            .node_label(&t.node_group_label, super::config::NODE_GROUP_VALUE)
+            .topology(&t.topology)
+            .build(),
+        None => ResourceFlavor::build(&plan.flavor).build(),
+    };
     Api::<ResourceFlavor>::all(client.clone())
         .create(&pp, &rf)
         .await
@@ -194,15 +233,155 @@ async fn create_queues(client: &Client, plan: &Plan) -> Result<(), String> {
     }
 }
 
+/// A TAS config's Nodes (created, then their status written Ready with the node capacity, as Kueue's
+/// `CreateNodesWithStatus`) and its Topology.
+async fn create_topology(client: &Client, t: &TasPlan) -> Result<(), String> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let status = serde_json::json!({"status": {
+        "capacity": {"cpu": t.node_cpu, "memory": t.node_memory, "pods": NODE_PODS.to_string()},
+        "allocatable": {"cpu": t.node_cpu, "memory": t.node_memory, "pods": NODE_PODS.to_string()},
+        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                        "message": "generated by quotagate bench e2e"}],
+    }});
+    let made = futures::stream::iter(t.nodes())
+        .map(|(name, labels)| {
+            let (nodes, status) = (nodes.clone(), status.clone());
+            async move {
+                let mut n = Node::default();
+                n.metadata.name = Some(name.clone());
+                n.metadata.labels = Some(labels);
+                nodes
+                    .create(&PostParams::default(), &n)
+                    .await
+                    .map_err(|e| format!("creating Node {name}: {e}"))?;
+                nodes
+                    .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+                    .await
+                    .map_err(|e| format!("writing the status of Node {name}: {e}"))?;
+                Ok::<(), String>(())
+            }
+        })
+        .buffer_unordered(16)
+        .collect::<Vec<_>>()
+        .await;
+    made.into_iter().collect::<Result<Vec<()>, String>>()?;
+    let topology = Topology::new(
+        &t.topology,
+        TopologySpec {
+            levels: t
+                .levels
+                .iter()
+                .map(|(_, _, label)| TopologyLevel {
+                    node_label: label.clone(),
+                })
+                .collect(),
+        },
+    );
+    Api::<Topology>::all(client.clone())
+        .create(&PostParams::default(), &topology)
+        .await
+        .map_err(|e| format!("creating Topology {}: {e}", t.topology))?;
+    Ok(())
+}
+
+/// The check of a template's placements: none without a topology or a TAS level.
+fn tas_check(plan: &Plan, w: &super::config::WorkloadTemplate) -> Option<TasCheck> {
+    let t = plan.tas.as_ref()?;
+    let req = w.topology_request()?;
+    let pods = i64::from(w.pod_count.unwrap_or(1).max(1));
+    let (level, together) = if let Some(l) = &req.required {
+        (l, pods)
+    } else if let Some(l) = &req.preferred {
+        (l, 1)
+    } else {
+        let l = req.pod_set_slice_required_topology.as_ref()?;
+        (l, i64::from(req.pod_set_slice_size.unwrap_or(1).max(1)))
+    };
+    let level = t.levels.iter().position(|(_, _, n)| n == level)?;
+    Some(TasCheck {
+        level,
+        together,
+        pods,
+    })
+}
+
+/// Host name -> its label values at every level, for reading hostname-only assignments.
+type Hosts = Arc<HashMap<String, Vec<String>>>;
+
+fn hosts(plan: &Plan) -> Hosts {
+    let Some(t) = &plan.tas else {
+        return Arc::default();
+    };
+    Arc::new(
+        t.nodes()
+            .into_iter()
+            .map(|(name, labels)| {
+                let values = t
+                    .levels
+                    .iter()
+                    .map(|(_, _, l)| labels.get(l).cloned().unwrap_or_default());
+                (name, values.collect())
+            })
+            .collect(),
+    )
+}
+
+/// Checks an admitted workload's first podset assignment against its constraint.
+fn check_placement(w: &Workload, c: TasCheck, levels: usize, hosts: &Hosts, tally: &mut PlacementTally) {
+    tally.admissions += 1;
+    let Some(ta) = w
+        .admission()
+        .and_then(|a| a.pod_set_assignments.first())
+        .and_then(|p| p.topology_assignment.as_ref())
+    else {
+        tally.unassigned += 1;
+        return;
+    };
+    // Each pod's values at every level, in the assignment's order.
+    let mut pods: Vec<Vec<String>> = Vec::new();
+    for d in crate::api::kueue::tas::decode_assignment(ta) {
+        let full = if ta.levels.len() == levels {
+            Some(d.values.clone())
+        } else {
+            d.values.last().and_then(|h| hosts.get(h)).cloned()
+        };
+        let Some(full) = full else {
+            tally.miscounted += 1;
+            return;
+        };
+        // Never more pods than the podset has: a miscount stops here, before allocating.
+        let n = i64::from(d.count.max(0));
+        if pods.len() as i64 + n > c.pods {
+            tally.miscounted += 1;
+            return;
+        }
+        for _ in 0..n {
+            pods.push(full.clone());
+        }
+    }
+    if pods.len() as i64 != c.pods {
+        tally.miscounted += 1;
+        return;
+    }
+    let together = usize::try_from(c.together.max(1)).unwrap_or(1);
+    let spread = pods
+        .chunks(together)
+        .any(|group| group.iter().any(|p| p[..=c.level] != group[0][..=c.level]));
+    if spread {
+        tally.spread += 1;
+    }
+}
+
 /// Creates one workload set of one queue on its schedule (the k-th at t0 + k·interval).
 async fn create_set(
     client: Client,
     records: Records,
+    plan: Arc<Plan>,
     q_idx: usize,
-    q: QueuePlan,
     set_idx: usize,
     t0: Instant,
 ) -> Result<(), String> {
+    let q: &QueuePlan = &plan.queues[q_idx];
     let set = &q.sets[set_idx];
     let api: Api<Workload> = Api::namespaced(client, &q.name);
     let interval = Duration::from_millis(set.creation_interval_ms);
@@ -215,13 +394,18 @@ async fn create_set(
             let pods = w.pod_count.unwrap_or(1).max(1);
             let request_m = super::config::milli_cpu(&w.request, "request")?;
             let cpu = format!("{request_m}m");
-            let wl = Workload::build(&name, &q.name)
+            let mut wl = Workload::build(&name, &q.name)
                 .queue(&q.name)
                 .priority(w.priority)
                 .label(RUNNING_TIME_LABEL, &w.runtime_ms.to_string())
                 .label(CLASS_LABEL, &w.class_name)
                 .podset("main", pods as i32, [("cpu", cpu.as_str())])
                 .build();
+            if plan.tas.is_some()
+                && let Some(ps) = wl.spec.pod_sets.first_mut()
+            {
+                ps.topology_request = w.topology_request();
+            }
             records.lock().map_err(|_| "poisoned")?.insert(
                 (q_idx, name.clone()),
                 Rec {
@@ -235,6 +419,7 @@ async fn create_set(
                     finished: false,
                     epoch: 0,
                     events: 0,
+                    tas: tas_check(&plan, w),
                 },
             );
             api.create(&PostParams::default(), &wl)
@@ -271,9 +456,26 @@ fn is_admitted(w: &Workload) -> bool {
     w.is_admitted() && !w.is_finished()
 }
 
+/// The store quota of the run's API server: Kueue's runner stores its workloads in envtest's etcd
+/// (2 GiB backend quota by default); every workload the run creates stays until the end, and the
+/// `tas` config's full run (15,000 workloads, 640 Nodes, their Events) was refused writes at the
+/// embedded server's default 256 MiB of parsed objects.
+pub const BENCH_STORE_QUOTA_BYTES: usize = 1024 * 1024 * 1024;
+
+/// The embedded API server `embedded_server` makes, with room for every workload of the run.
+fn bench_server() -> Arc<crate::embedded::EmbeddedServer> {
+    let mut config = crate::embedded::ServerConfig::default();
+    config.store.quota_bytes = BENCH_STORE_QUOTA_BYTES;
+    crate::embedded::EmbeddedServer::with_config(
+        &crate::embedded::QuotagateCrds,
+        Arc::new(crate::embedded::QuotagateAdmission::default()),
+        config,
+    )
+}
+
 /// Runs `plan` to the last finish. `progress` draws a line on stderr (only on a terminal).
 pub async fn run(plan: &Plan, progress: bool) -> Result<Measured, String> {
-    let server = embedded_server();
+    let server = bench_server();
     let by = Arc::new(Mutex::new(BTreeMap::new()));
     let client = counting_client(&server, by.clone());
     let cancel = CancellationToken::new();
@@ -290,6 +492,9 @@ pub async fn run(plan: &Plan, progress: bool) -> Result<Measured, String> {
         opts,
         async move { c.cancelled().await },
     ));
+    if let Some(t) = &plan.tas {
+        create_topology(&client, t).await?;
+    }
     create_queues(&client, plan).await?;
     let (cpu0, _) = cpu_and_rss();
     let loop0 = stats.figures();
@@ -302,6 +507,7 @@ pub async fn run(plan: &Plan, progress: bool) -> Result<Measured, String> {
         evictions: Arc::new(AtomicU64::new(0)),
         usage: Arc::new(Mutex::new(vec![0.0; plan.queues.len()])),
         last_finish: Arc::new(Mutex::new(None::<Instant>)),
+        placements: Arc::new(Mutex::new(BTreeMap::new())),
     };
     let watch = watch_workloads(client.clone(), plan, tally.clone());
     let t0 = Instant::now();
@@ -317,6 +523,7 @@ pub async fn run(plan: &Plan, progress: bool) -> Result<Measured, String> {
         evictions,
         usage,
         last_finish,
+        placements,
         ..
     } = &tally;
     let total = plan.workloads;
@@ -339,6 +546,8 @@ pub async fn run(plan: &Plan, progress: bool) -> Result<Measured, String> {
             cpu: cpu0.zip(cpu1).map(|(a, b)| b.saturating_sub(a)),
             max_rss_kib: rss,
             admission_loop: since(&loop0, &stats.figures()),
+            tas_nodes: plan.tas.as_ref().map_or(0, |t| t.nodes),
+            placements: placements.lock().map_err(|_| "poisoned")?.clone(),
             ..Measured::default()
         };
         for r in recs.values() {
@@ -373,6 +582,8 @@ struct Tally {
     /// Per queue, milli-CPU x seconds held while admitted.
     usage: Arc<Mutex<Vec<f64>>>,
     last_finish: Arc<Mutex<Option<Instant>>>,
+    /// Per TAS workload class, its admissions' placements.
+    placements: Arc<Mutex<BTreeMap<String, PlacementTally>>>,
 }
 
 /// One watch of all Workloads: admission, eviction and finish times, and the finish timers.
@@ -384,7 +595,10 @@ fn watch_workloads(client: Client, plan: &Plan, tally: Tally) -> tokio::task::Jo
         evictions,
         usage,
         last_finish,
+        placements,
     } = tally;
+    let levels = plan.tas.as_ref().map_or(0, |t| t.levels.len());
+    let hosts = hosts(plan);
     let queue_index: HashMap<String, usize> = plan
         .queues
         .iter()
@@ -417,6 +631,10 @@ fn watch_workloads(client: Client, plan: &Plan, tally: Tally) -> tokio::task::Jo
                         r.first_admitted.get_or_insert(now);
                         r.epoch += 1;
                         admitted_n.fetch_add(1, Ordering::Relaxed);
+                        if let (Some(c), Ok(mut p)) = (r.tas, placements.lock()) {
+                            let t = p.entry(r.class.clone()).or_default();
+                            check_placement(&w, c, levels, &hosts, t);
+                        }
                         let cq = w.admission().map(|a| a.cluster_queue.clone()).unwrap_or_default();
                         timer = Some((r.runtime, r.epoch, cq));
                     }
@@ -473,9 +691,17 @@ async fn create_and_wait<T>(
         ..
     } = tally;
     let mut creators = tokio::task::JoinSet::new();
+    let shared = Arc::new(plan.clone());
     for (qi, q) in plan.queues.iter().enumerate() {
         for si in 0..q.sets.len() {
-            creators.spawn(create_set(client.clone(), records.clone(), qi, q.clone(), si, t0));
+            creators.spawn(create_set(
+                client.clone(),
+                records.clone(),
+                shared.clone(),
+                qi,
+                si,
+                t0,
+            ));
         }
     }
     let total = plan.workloads;
