@@ -227,3 +227,75 @@ pub fn validate_multikueue_cluster(c: &MultiKueueCluster) -> Vec<FieldError> {
     }
     errs
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(clusters: &[&str]) -> MultiKueueConfig {
+        MultiKueueConfig::new(
+            "c",
+            MultiKueueConfigSpec {
+                clusters: clusters.iter().map(|c| c.to_string()).collect(),
+                quota_management: None,
+            },
+        )
+    }
+
+    fn fields(errs: &[FieldError]) -> Vec<String> {
+        errs.iter()
+            .map(|e| format!("{}: {}", e.field, e.body()))
+            .collect()
+    }
+
+    /// Kueue's CRD (config/components/crd/bases/kueue.x-k8s.io_multikueueconfigs.yaml): clusters
+    /// minItems 1, maxItems 20, items maxLength 256, "must be unique".
+    #[test]
+    fn config_rules_are_kueues_markers() {
+        assert!(validate_multikueue_config(&config(&["w1", "w2"])).is_empty());
+        let e = fields(&validate_multikueue_config(&config(&[])));
+        assert!(e.len() == 1 && e[0].contains("spec.clusters"), "{e:?}");
+        let e = fields(&validate_multikueue_config(&config(&["w1", "w1"])));
+        assert!(e.len() == 1 && e[0].contains("must be unique"), "{e:?}");
+        let many: Vec<String> = (0..21).map(|i| format!("w{i}")).collect();
+        let refs: Vec<&str> = many.iter().map(String::as_str).collect();
+        let e = fields(&validate_multikueue_config(&config(&refs)));
+        assert!(e.len() == 1 && e[0].contains("at most 20"), "{e:?}");
+        let long = "x".repeat(257);
+        let e = fields(&validate_multikueue_config(&config(&[&long])));
+        assert!(e.len() == 1 && e[0].contains("spec.clusters[0]"), "{e:?}");
+        let mut q = config(&["w1"]);
+        q.spec.quota_management = Some("Sometimes".into());
+        let e = fields(&validate_multikueue_config(&q));
+        assert!(e.len() == 1 && e[0].contains("spec.quotaManagement"), "{e:?}");
+    }
+
+    /// Kueue's CRD (kueue.x-k8s.io_multikueueclusters.yaml): exactly one of kubeConfig and
+    /// clusterProfileRef; location 1..256; locationType defaults to Secret.
+    #[test]
+    fn cluster_rules_are_kueues_markers() {
+        let c: MultiKueueCluster = serde_json::from_value(serde_json::json!({
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "MultiKueueCluster", "metadata": {"name": "w1"},
+            "spec": {"clusterSource": {"kubeConfig": {"location": "w1-secret"}}}
+        }))
+        .unwrap();
+        assert!(validate_multikueue_cluster(&c).is_empty());
+        let kc = c.spec.cluster_source.kube_config.clone().unwrap();
+        assert_eq!(kc.location_type, LocationType::Secret);
+        let mut both = c.clone();
+        both.spec.cluster_source.cluster_profile_ref = Some(ClusterProfileReference { name: "p".into() });
+        let e = fields(&validate_multikueue_cluster(&both));
+        assert!(e.len() == 1 && e[0].contains("exactly one of"), "{e:?}");
+        let none = MultiKueueCluster::new("w", Default::default());
+        assert_eq!(validate_multikueue_cluster(&none).len(), 1);
+        let mut empty = c;
+        empty.spec.cluster_source.kube_config.as_mut().unwrap().location = String::new();
+        let e = fields(&validate_multikueue_cluster(&empty));
+        assert!(e.len() == 1 && e[0].contains("location"), "{e:?}");
+        let bad: Result<MultiKueueCluster, _> = serde_json::from_value(serde_json::json!({
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "MultiKueueCluster", "metadata": {"name": "w1"},
+            "spec": {"clusterSource": {"kubeConfig": {"location": "x", "locationType": "Url"}}}
+        }));
+        assert!(bad.is_err());
+    }
+}
