@@ -35,6 +35,27 @@ use crate::jobframework::multikueue::MultiKueueAdapter;
 /// Kueue's default `multiKueue.origin`.
 pub const DEFAULT_ORIGIN: &str = "multikueue";
 
+/// The MultiKueue settings of a manager (Kueue's `multiKueue` configuration).
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// The namespace whose Secrets hold the workers' kubeconfigs (the one quotagate runs in).
+    pub namespace: String,
+    /// Kueue's `multiKueue.origin`.
+    pub origin: String,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            namespace: std::env::var("POD_NAMESPACE")
+                .ok()
+                .filter(|n| !n.is_empty())
+                .unwrap_or_else(|| "kueue-system".to_string()),
+            origin: DEFAULT_ORIGIN.to_string(),
+        }
+    }
+}
+
 /// How the MultiKueue controllers run.
 #[derive(Clone)]
 pub struct Options {

@@ -43,7 +43,7 @@ fn spawn_kind<J: JobKind>(jobs: &JobContext, cancel: &CancellationToken) -> Join
 /// Job so far); `None` when MultiKueue is off or no kind has an adapter.
 pub fn multikueue_options(
     f: Frameworks,
-    settings: &Option<super::manager::MultiKueueSettings>,
+    settings: &Option<crate::multikueue::Settings>,
 ) -> Option<crate::multikueue::Options> {
     let s = settings.as_ref()?;
     let mut adapters: Vec<std::sync::Arc<dyn crate::jobframework::multikueue::MultiKueueAdapter>> =

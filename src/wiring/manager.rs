@@ -118,25 +118,7 @@ impl Default for ManagerOptions {
 }
 
 /// The MultiKueue settings of a manager (Kueue's `multiKueue` configuration).
-#[derive(Clone, Debug)]
-pub struct MultiKueueSettings {
-    /// The namespace whose Secrets hold the workers' kubeconfigs (the one quotagate runs in).
-    pub namespace: String,
-    /// Kueue's `multiKueue.origin`.
-    pub origin: String,
-}
-
-impl Default for MultiKueueSettings {
-    fn default() -> Self {
-        MultiKueueSettings {
-            namespace: std::env::var("POD_NAMESPACE")
-                .ok()
-                .filter(|n| !n.is_empty())
-                .unwrap_or_else(|| "kueue-system".to_string()),
-            origin: crate::multikueue::DEFAULT_ORIGIN.to_string(),
-        }
-    }
-}
+pub use crate::multikueue::Settings as MultiKueueSettings;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ManagerError {
