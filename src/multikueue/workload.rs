@@ -60,7 +60,7 @@ pub fn best_match<'a>(remotes: &'a [(String, Option<Workload>)], type_: &str) ->
         .iter()
         .filter_map(|(name, wl)| {
             let c = wl.as_ref()?.status.as_ref()?.condition(type_)?;
-            (c.status == "True").then(|| (c.last_transition_time.0, name.as_str()))
+            (c.status == "True").then_some((c.last_transition_time.0, name.as_str()))
         })
         .min()
         .map(|(_, name)| name)

@@ -111,22 +111,34 @@ fn active(c: &MultiKueueCluster) -> Option<(String, String)> {
     Some((cond.status.clone(), cond.reason.clone()))
 }
 
-/// Every Workload name ever seen on a cluster (so a copy removed quickly is still known to have been there).
-fn record_workload_names(client: kube::Client) -> Arc<Mutex<BTreeSet<String>>> {
+/// Every Workload name ever seen on a cluster (so a copy removed quickly is still known to have been
+/// there); returns once the watch has listed, so nothing created after the call is missed.
+async fn record_workload_names(client: kube::Client) -> Arc<Mutex<BTreeSet<String>>> {
     let seen = Arc::new(Mutex::new(BTreeSet::new()));
     let s = seen.clone();
+    let (listed, ready) = tokio::sync::oneshot::channel();
     tokio::spawn(async move {
         let api: Api<quotagate::api::kueue::Workload> = Api::all(client);
-        let mut stream = watcher(api, watcher::Config::default())
-            .default_backoff()
-            .applied_objects()
-            .boxed();
+        let mut stream = watcher(api, watcher::Config::default()).default_backoff().boxed();
+        let mut listed = Some(listed);
         while let Some(ev) = stream.next().await {
-            if let Ok(wl) = ev {
-                s.lock().unwrap().insert(wl.name_any());
+            match ev {
+                Ok(watcher::Event::Apply(wl) | watcher::Event::InitApply(wl)) => {
+                    s.lock().unwrap().insert(wl.name_any());
+                }
+                Ok(watcher::Event::InitDone) => {
+                    if let Some(tx) = listed.take() {
+                        let _ = tx.send(());
+                    }
+                }
+                _ => {}
             }
         }
     });
+    tokio::time::timeout(WAIT, ready)
+        .await
+        .expect("the watch on worker2 lists")
+        .unwrap();
     seen
 }
 
@@ -242,7 +254,7 @@ async fn a_job_is_dispatched_runs_on_the_worker_that_admits_it_and_reports_back(
         "Inactive clusters: [worker3]"
     );
 
-    let seen_on_w2 = record_workload_names(w2.cluster.client.clone());
+    let seen_on_w2 = record_workload_names(w2.cluster.client.clone()).await;
     let jobs: Api<Job> = Api::namespaced(m.client.clone(), "default");
     let job: Job = serde_json::from_value(serde_json::json!({
         "apiVersion": "batch/v1", "kind": "Job",
