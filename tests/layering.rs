@@ -1,5 +1,5 @@
 //! The layering of docs/design.md, kept by a test: `api`, `kit` (the controller kit, nothing of ours
-//! below it) <- `queue` <- `admission` <- `jobframework` <- (`jobs`, `rayservice`) <- wiring, and
+//! below it) <- `queue` <- `admission` <- `jobframework` <- (`jobs`, `rayservice`, `multikueue`) <- wiring, and
 //! `embedded` on `api` only. Every `crate::<module>` path in `src/` (whole `use` items, multi-line
 //! groups and inline paths alike) is checked against the table below; an import against the arrows
 //! fails with file and line. Below the table: the admission engine stays private to its folder, a few
@@ -19,6 +19,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("jobframework", &["api", "queue", "kit", "admission", "jobframework"]),
     ("rayservice", &["api", "queue", "kit", "admission", "jobframework", "rayservice"]),
     ("jobs", &["api", "queue", "kit", "admission", "jobframework", "jobs"]),
+    ("multikueue", &["api", "queue", "kit", "admission", "jobframework", "multikueue"]),
     ("embedded", &["api", "embedded"]),
 ];
 

@@ -67,11 +67,7 @@ pub struct DocReport {
 }
 
 /// Kinds Kueue and KubeRay define that quotagate does not manage.
-const FOREIGN_KINDS: &[(&str, &str)] = &[
-    ("kueue.x-k8s.io", "MultiKueueConfig"),
-    ("kueue.x-k8s.io", "MultiKueueCluster"),
-    ("kueue.x-k8s.io", "ProvisioningRequestConfig"),
-];
+const FOREIGN_KINDS: &[(&str, &str)] = &[("kueue.x-k8s.io", "ProvisioningRequestConfig")];
 
 fn group_of(api_version: &str) -> &str {
     api_version.split_once('/').map(|(g, _)| g).unwrap_or("")
@@ -132,6 +128,8 @@ kinds! {
     kueue::WorkloadPriorityClass => |o, _| kueue::validation::validate_workload_priority_class(o),
     kueue::AdmissionCheck => |o, _| kueue::validation::validate_admission_check(o),
     kueue::Topology => |o, _| kueue::tas::validate_topology(o),
+    kueue::MultiKueueConfig => |o, _| kueue::multikueue::validate_multikueue_config(o),
+    kueue::MultiKueueCluster => |o, _| kueue::multikueue::validate_multikueue_cluster(o),
     ray::RayCluster => ray::validation::validate_ray_cluster_with,
     ray::RayService => ray::validation::validate_ray_service_with,
     ray::RayJob => ray::validation::validate_ray_job_with,

@@ -122,6 +122,10 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
         cycle_break_after: args.cycle_break_after,
         ..ManagerOptions::default()
     };
+    // MultiKueue reads the workers' kubeconfig Secrets from the namespace quotagate runs in.
+    if let Some(mk) = opts.multikueue.as_mut() {
+        mk.namespace = opts.lease_namespace.clone();
+    }
     if let Some(id) = &args.identity {
         opts.identity = id.clone();
     }

@@ -601,6 +601,14 @@ pub async fn reconcile<J: JobKind>(obj: Arc<J::Object>, ctx: Arc<JobContext>) ->
     let ns = obj.namespace().unwrap_or_default();
     let uid = obj.uid().unwrap_or_default();
     let owned = owned_workloads(&ctx.client, &ns, &uid).await?;
+    // Kueue's prebuilt workload (a MultiKueue worker's copy of a job): the job runs on the Workload
+    // named by its label, made for it elsewhere, and never gets one of its own.
+    if let Some(prebuilt) = super::multikueue::prebuilt_workload_name(obj.meta())
+        && !owned.iter().any(|w| w.name_any() == prebuilt)
+        && ctx.manages(obj.meta()).await?
+    {
+        return adopt_prebuilt::<J>(&ctx.client, &obj, &ns, prebuilt).await;
+    }
     let mut job = J::load(&obj, &owned, &ctx.client).await?;
     let pass = Pass::<J> {
         ctx: &ctx,
@@ -652,6 +660,38 @@ pub async fn reconcile<J: JobKind>(obj: Arc<J::Object>, ctx: Arc<JobContext>) ->
         Step::Ignore => Action::await_change(),
         _ => Action::requeue(RESYNC),
     })
+}
+
+/// Kueue's `ensurePrebuiltWorkloadOwnership`: the prebuilt Workload gets the job's owner reference and
+/// job-uid label, so the next pass finds it as the job's own. Until it exists the job waits (suspended,
+/// as queue-managed jobs are created).
+async fn adopt_prebuilt<J: JobKind>(
+    client: &Client,
+    obj: &J::Object,
+    ns: &str,
+    name: &str,
+) -> Result<Action, JobError> {
+    let api: Api<Workload> = Api::namespaced(client.clone(), ns);
+    let Some(wl) = api.get_opt(name).await? else {
+        tracing::debug!(workload = name, "prebuilt workload not found yet");
+        return Ok(Action::requeue(Duration::from_secs(2)));
+    };
+    let Some(owner) = obj.controller_owner_ref(&()) else {
+        return Ok(Action::await_change());
+    };
+    let mut refs = wl.metadata.owner_references.clone().unwrap_or_default();
+    refs.retain(|o| o.uid != owner.uid);
+    refs.push(owner);
+    let patch = serde_json::json!({
+        "metadata": {
+            "resourceVersion": wl.metadata.resource_version,
+            "labels": {label::JOB_UID: obj.uid()},
+            "ownerReferences": refs,
+        }
+    });
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    Ok(Action::requeue(Duration::from_millis(100)))
 }
 
 /// What one reconcile of a job works with: the job's namespace and name, its Workloads as read, and

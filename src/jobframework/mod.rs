@@ -45,6 +45,7 @@
 pub mod error;
 pub mod interface;
 pub mod job_controller;
+pub mod multikueue;
 pub mod names;
 pub mod podset_info;
 pub mod priority;

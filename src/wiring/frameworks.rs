@@ -39,6 +39,25 @@ fn spawn_kind<J: JobKind>(jobs: &JobContext, cancel: &CancellationToken) -> Join
     }))
 }
 
+/// The MultiKueue controllers' options with the adapters of the kinds managed that have one (the batch
+/// Job so far); `None` when MultiKueue is off or no kind has an adapter.
+pub fn multikueue_options(
+    f: Frameworks,
+    settings: &Option<crate::multikueue::Settings>,
+) -> Option<crate::multikueue::Options> {
+    let s = settings.as_ref()?;
+    let mut adapters: Vec<std::sync::Arc<dyn crate::jobframework::multikueue::MultiKueueAdapter>> =
+        Vec::new();
+    if f.batch_job {
+        adapters.push(std::sync::Arc::new(batch::multikueue::BatchJobAdapter));
+    }
+    (!adapters.is_empty()).then(|| crate::multikueue::Options {
+        namespace: s.namespace.clone(),
+        origin: s.origin.clone(),
+        adapters,
+    })
+}
+
 /// One job controller per managed kind, until `cancel` fires.
 pub fn spawn(f: Frameworks, jobs: &JobContext, cancel: &CancellationToken) -> Vec<JoinHandle<()>> {
     let mut tasks = Vec::new();

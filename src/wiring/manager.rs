@@ -77,6 +77,8 @@ pub struct ManagerOptions {
     /// How long a wait-for cycle among upgrades may last before the cycle breaker releases one
     /// upgrade's growth (`--cycle-break-after`; default 60 s, `BREAK_AFTER_MS`).
     pub cycle_break_after: Duration,
+    /// MultiKueue (Kueue's `multiKueue` section): `None` runs no MultiKueue controller.
+    pub multikueue: Option<MultiKueueSettings>,
 }
 
 impl Default for ManagerOptions {
@@ -110,9 +112,13 @@ impl Default for ManagerOptions {
             frameworks: Default::default(),
             managed_jobs: Default::default(),
             cycle_break_after: Duration::from_millis(crate::admission::CYCLE_BREAK_AFTER_MS.unsigned_abs()),
+            multikueue: Some(MultiKueueSettings::default()),
         }
     }
 }
+
+/// The MultiKueue settings of a manager (Kueue's `multiKueue` configuration).
+pub use crate::multikueue::Settings as MultiKueueSettings;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ManagerError {
@@ -201,6 +207,14 @@ pub async fn run_manager(
         managed_jobs: Arc::new(opts.managed_jobs.clone()),
     };
     tasks.extend(super::frameworks::spawn(opts.frameworks, &jobs, &cancel));
+    if let Some(mk) = super::frameworks::multikueue_options(opts.frameworks, &opts.multikueue) {
+        tasks.push(crate::multikueue::spawn_when_used(
+            client.clone(),
+            mk,
+            rx.clone(),
+            cancel.clone(),
+        ));
+    }
     if let Some(after) = opts.workload_retention {
         tasks.push(crate::jobframework::retention::spawn(
             client.clone(),

@@ -32,6 +32,7 @@ mod kueuectl;
 mod manage_without_queue;
 mod metrics;
 mod mixed_gpu;
+mod multikueue;
 mod pod_ledger;
 mod pods;
 mod quota_holds;

@@ -10,6 +10,7 @@ pub mod config;
 pub mod constants;
 pub mod local_queue;
 pub mod managed_jobs;
+pub mod multikueue;
 pub mod pods_ready_annotation;
 pub mod priority_class;
 pub mod resource_flavor;
@@ -29,6 +30,7 @@ pub use cluster_queue::*;
 pub use cohort::*;
 pub use common::*;
 pub use local_queue::*;
+pub use multikueue::{MultiKueueCluster, MultiKueueConfig};
 pub use priority_class::*;
 pub use resource_flavor::*;
 pub use topology::*;
@@ -45,5 +47,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         WorkloadPriorityClass::crd(),
         Topology::crd(),
         AdmissionCheck::crd(),
+        MultiKueueConfig::crd(),
+        MultiKueueCluster::crd(),
     ])
 }

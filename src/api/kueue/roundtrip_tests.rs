@@ -41,6 +41,8 @@ fn round_trip_kind(kind: &str, doc: &Value) -> Result<Value, String> {
         "WorkloadPriorityClass" => round_trip::<WorkloadPriorityClass>(doc),
         "Topology" => round_trip::<Topology>(doc),
         "AdmissionCheck" => round_trip::<AdmissionCheck>(doc),
+        "MultiKueueConfig" => round_trip::<MultiKueueConfig>(doc),
+        "MultiKueueCluster" => round_trip::<MultiKueueCluster>(doc),
         other => Err(format!("no type for kind {other}")),
     }
 }
@@ -179,6 +181,18 @@ fn crds_carry_kueue_names_scope_and_columns() {
         ),
         ("topologies.kueue.x-k8s.io", "Cluster", vec!["topo"], vec![]),
         ("admissionchecks.kueue.x-k8s.io", "Cluster", vec!["ac"], vec![]),
+        (
+            "multikueueconfigs.kueue.x-k8s.io",
+            "Cluster",
+            vec!["mkconf"],
+            vec![],
+        ),
+        (
+            "multikueueclusters.kueue.x-k8s.io",
+            "Cluster",
+            vec!["mkc"],
+            vec!["Connected", "Age"],
+        ),
     ];
     assert_eq!(crds.len(), cases.len());
     for (name, scope, short, columns) in cases {
@@ -238,6 +252,8 @@ fn crds_carry_kueue_names_scope_and_columns() {
         ("workloads", true),
         ("resourceflavors", false),
         ("workloadpriorityclasses", false),
+        ("multikueueclusters", true),
+        ("multikueueconfigs", false),
     ] {
         let crd = find(&format!("{name}.kueue.x-k8s.io"));
         let status = crd.spec.versions[0]

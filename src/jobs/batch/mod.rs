@@ -3,6 +3,8 @@
 //! `kueue.x-k8s.io/job-min-parallelism`, suspend through `spec.suspend`, finished by its `Complete` or
 //! `Failed` condition. The Job controller (kube-controller-manager, or the embedded one) runs the pods.
 
+pub mod multikueue;
+
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::GroupVersionKind;

@@ -1,0 +1,497 @@
+//! Dispatch of a Workload to the workers (Kueue's `workload.go` `wlReconciler`, `AllAtOnce`): once the
+//! Workload holds quota on the manager, a copy goes to every connected worker of its check's
+//! MultiKueueConfig (`status.nominatedClusterNames`); the first copy admitted on a worker wins, the
+//! other copies (and their jobs) are removed, the job is created on the winner by its kind's adapter,
+//! the check turns `Ready` with `status.clusterName` set, and the job's status is brought back. A
+//! Workload that loses its quota, finishes or is deleted has its copies removed; a winner whose copy
+//! is gone while it is still connected sets the check to `Retry`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+use kube::{Api, Client, ResourceExt};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::{Clusters, Error};
+use crate::api::kueue::constants::{RESOURCE_IN_USE_FINALIZER, condition, label};
+use crate::api::kueue::multikueue::{MULTIKUEUE_CONTROLLER_NAME, ORIGIN_LABEL, config_name};
+use crate::api::kueue::{
+    AdmissionCheck, AdmissionCheckState, CheckState, MultiKueueConfig, Workload, WorkloadStatus,
+};
+use crate::jobframework::multikueue::{JobKey, MultiKueueAdapter, clone_meta_for_creation, created_by};
+
+/// While copies wait on the workers: how often they are read again.
+const DISPATCH_POLL: Duration = Duration::from_secs(1);
+/// While the winner runs the job: how often its status is brought back.
+const SYNC_POLL: Duration = Duration::from_secs(2);
+/// A worker that cannot be reached, or a config that cannot be read: the next look.
+const UNAVAILABLE_POLL: Duration = Duration::from_secs(5);
+
+pub struct Context {
+    pub client: Client,
+    pub clusters: Clusters,
+    pub origin: String,
+    pub adapters: Vec<Arc<dyn MultiKueueAdapter>>,
+    pub leader: watch::Receiver<bool>,
+}
+
+/// Kueue's `cloneForCreate`: the Workload's name, namespace, labels (without the job-uid one, plus the
+/// origin) and annotations, and its spec; no owner, no status.
+pub fn clone_for_create(local: &Workload, origin: &str) -> Workload {
+    let mut meta = clone_meta_for_creation(&local.metadata);
+    let labels = meta.labels.get_or_insert_with(Default::default);
+    labels.remove(label::JOB_UID);
+    labels.insert(ORIGIN_LABEL.to_string(), origin.to_string());
+    Workload {
+        metadata: meta,
+        spec: local.spec.clone(),
+        status: None,
+    }
+}
+
+/// Kueue's `bestMatchByCondition`: of the copies with `type_` True, the one that got it first.
+pub fn best_match<'a>(remotes: &'a [(String, Option<Workload>)], type_: &str) -> Option<&'a str> {
+    remotes
+        .iter()
+        .filter_map(|(name, wl)| {
+            let c = wl.as_ref()?.status.as_ref()?.condition(type_)?;
+            (c.status == "True").then_some((c.last_transition_time.0, name.as_str()))
+        })
+        .min()
+        .map(|(_, name)| name)
+}
+
+/// The adapter for the Workload's owner (its controller, else its first owner), with the owner.
+fn adapter_for<'a>(
+    adapters: &'a [Arc<dyn MultiKueueAdapter>],
+    wl: &'a Workload,
+) -> (Option<&'a Arc<dyn MultiKueueAdapter>>, Option<&'a OwnerReference>) {
+    let refs = wl.metadata.owner_references.as_deref().unwrap_or_default();
+    let owner = refs
+        .iter()
+        .find(|o| o.controller == Some(true))
+        .or_else(|| refs.first());
+    let adapter = owner.and_then(|o| {
+        adapters.iter().find(|a| {
+            let g = a.gvk();
+            let av = if g.group.is_empty() {
+                g.version.clone()
+            } else {
+                format!("{}/{}", g.group, g.version)
+            };
+            av == o.api_version && g.kind == o.kind
+        })
+    });
+    (adapter, owner)
+}
+
+/// One Workload with its copies, as read in one pass.
+struct Group<'a> {
+    ctx: &'a Context,
+    local: &'a Workload,
+    adapter: &'a Arc<dyn MultiKueueAdapter>,
+    key: JobKey,
+    /// Per connected worker of the config, its copy (one this manager made) if any.
+    remotes: Vec<(String, Option<Workload>)>,
+    unavailable: Vec<String>,
+    /// The Workload, or its job, is being deleted or gone.
+    deleted: bool,
+}
+
+impl Group<'_> {
+    fn client(&self, cluster: &str) -> Option<Client> {
+        self.ctx.clusters.get(cluster)
+    }
+
+    /// Kueue's `RemoveRemoteObjects`: the job's copy, then the Workload's (its resource-in-use
+    /// finalizer released first).
+    async fn remove(&mut self, cluster: &str) -> Result<(), Error> {
+        let Some(remote) = self.client(cluster) else {
+            return Ok(());
+        };
+        self.adapter
+            .delete_remote_object(&remote, &self.key, &self.ctx.origin)
+            .await?;
+        let slot = self.remotes.iter_mut().find(|(n, _)| n == cluster);
+        let Some((_, Some(wl))) = slot else {
+            return Ok(());
+        };
+        let api: Api<Workload> = Api::namespaced(remote, &self.key.namespace);
+        let name = wl.name_any();
+        let finalizers = wl.metadata.finalizers.clone().unwrap_or_default();
+        if finalizers.iter().any(|f| f == RESOURCE_IN_USE_FINALIZER) {
+            let kept: Vec<&String> = finalizers
+                .iter()
+                .filter(|f| *f != RESOURCE_IN_USE_FINALIZER)
+                .collect();
+            let patch = serde_json::json!({"metadata": {
+                "resourceVersion": wl.metadata.resource_version, "finalizers": kept}});
+            match api
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) => {}
+                Err(e) if crate::kit::shell::is_not_found(&e) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        match api.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(e) if crate::kit::shell::is_not_found(&e) => {}
+            Err(e) => return Err(e.into()),
+        }
+        if let Some(slot) = self.remotes.iter_mut().find(|(n, _)| n == cluster) {
+            slot.1 = None;
+        }
+        Ok(())
+    }
+
+    async fn remove_all_but(&mut self, keep: Option<&str>) -> Result<(), Error> {
+        let present: Vec<String> = self
+            .remotes
+            .iter()
+            .filter(|(n, w)| w.is_some() && Some(n.as_str()) != keep)
+            .map(|(n, _)| n.clone())
+            .collect();
+        for cluster in present {
+            self.remove(&cluster).await?;
+        }
+        Ok(())
+    }
+}
+
+/// Changes the Workload's status as `change` says (on a fresh read; a write only when it changed).
+async fn write_status(
+    client: &Client,
+    wl: &Workload,
+    change: impl FnOnce(&mut WorkloadStatus) -> bool,
+) -> Result<(), Error> {
+    let api: Api<Workload> = Api::namespaced(client.clone(), &wl.namespace().unwrap_or_default());
+    let Some(mut fresh) = api.get_opt(&wl.name_any()).await? else {
+        return Ok(());
+    };
+    if change(fresh.status.get_or_insert_with(Default::default)) {
+        api.replace_status(&wl.name_any(), &PostParams::default(), &fresh)
+            .await?;
+    }
+    Ok(())
+}
+
+/// Kueue's `updateACS`: the check's state and message on the Workload.
+async fn set_check(
+    client: &Client,
+    wl: &Workload,
+    check: &str,
+    state: CheckState,
+    message: String,
+    extra: impl FnOnce(&mut WorkloadStatus),
+) -> Result<(), Error> {
+    write_status(client, wl, |st| {
+        let Some(s) = st.admission_checks.iter_mut().find(|s| s.name == check) else {
+            return false;
+        };
+        if s.state == state && s.message == message {
+            return false;
+        }
+        if s.state != state {
+            s.last_transition_time = Some(Time(jiff::Timestamp::now()));
+        }
+        s.state = state;
+        s.message = message;
+        extra(st);
+        true
+    })
+    .await
+}
+
+fn previously(message: &str, acs: &AdmissionCheckState) -> String {
+    format!("{message}, Previously: {:?}", format!("{:?}", acs.state))
+}
+
+async fn reconcile(wl: Arc<Workload>, ctx: Arc<Context>) -> Result<Action, Error> {
+    if !*ctx.leader.borrow() {
+        return Ok(Action::requeue(SYNC_POLL));
+    }
+    let Some(states) = wl
+        .status
+        .as_ref()
+        .map(|s| &s.admission_checks)
+        .filter(|s| !s.is_empty())
+    else {
+        return Ok(Action::await_change());
+    };
+    let checks: Vec<AdmissionCheck> = Api::<AdmissionCheck>::all(ctx.client.clone())
+        .list(&Default::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|ac| ac.spec.controller_name == MULTIKUEUE_CONTROLLER_NAME)
+        .collect();
+    let Some((acs, ac)) = states
+        .iter()
+        .find_map(|s| checks.iter().find(|ac| ac.name_any() == s.name).map(|ac| (s, ac)))
+    else {
+        return Ok(Action::await_change());
+    };
+    if acs.state == CheckState::Rejected {
+        return Ok(Action::await_change());
+    }
+    let (adapter, owner) = adapter_for(&ctx.adapters, &wl);
+    let Some(adapter) = adapter else {
+        let msg = match owner {
+            Some(o) => format!(
+                "No multikueue adapter found for owner kind {:?}",
+                format!("{}, Kind={}", o.api_version, o.kind)
+            ),
+            None => "No multikueue adapter found".to_string(),
+        };
+        set_check(
+            &ctx.client,
+            &wl,
+            &acs.name,
+            CheckState::Rejected,
+            previously(&msg, acs),
+            |_| {},
+        )
+        .await?;
+        return Ok(Action::await_change());
+    };
+    let ns = wl.namespace().unwrap_or_default();
+    let key = JobKey {
+        namespace: ns.clone(),
+        name: owner.map(|o| o.name.clone()).unwrap_or_default(),
+    };
+    let mut deleted = wl.metadata.deletion_timestamp.is_some();
+    if !deleted {
+        match adapter.unmanaged_reason(&ctx.client, &key).await {
+            Ok(None) => {}
+            Ok(Some(why)) => {
+                let msg = format!("The owner is not managed by Kueue: {why}");
+                set_check(
+                    &ctx.client,
+                    &wl,
+                    &acs.name,
+                    CheckState::Rejected,
+                    previously(&msg, acs),
+                    |_| {},
+                )
+                .await?;
+                return Ok(Action::await_change());
+            }
+            Err(e) if crate::kit::shell::is_not_found(&e) => deleted = true,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let config_names = match config_name(ac) {
+        Ok(n) => n.to_string(),
+        Err(_) => return Ok(Action::requeue(UNAVAILABLE_POLL)),
+    };
+    let Some(config) = Api::<MultiKueueConfig>::all(ctx.client.clone())
+        .get_opt(&config_names)
+        .await?
+    else {
+        return Ok(Action::requeue(UNAVAILABLE_POLL));
+    };
+    let mut group = Group {
+        ctx: &ctx,
+        local: &wl,
+        adapter,
+        key,
+        remotes: Vec::new(),
+        unavailable: Vec::new(),
+        deleted,
+    };
+    for cluster in &config.spec.clusters {
+        let Some(remote) = ctx.clusters.get(cluster) else {
+            group.unavailable.push(cluster.clone());
+            continue;
+        };
+        match Api::<Workload>::namespaced(remote, &ns)
+            .get_opt(&wl.name_any())
+            .await
+        {
+            Ok(copy) => {
+                let ours = copy.filter(|c| created_by(&c.metadata, &ctx.origin));
+                group.remotes.push((cluster.clone(), ours));
+            }
+            Err(e) => {
+                tracing::info!(cluster = %cluster, error = %e, "reading the remote workload failed");
+                group.unavailable.push(cluster.clone());
+            }
+        }
+    }
+    reconcile_group(&mut group, acs).await
+}
+
+async fn reconcile_group(g: &mut Group<'_>, acs: &AdmissionCheckState) -> Result<Action, Error> {
+    let local = g.local;
+    if g.deleted || g.key.name.is_empty() || local.is_finished() || !local.has_quota_reservation() {
+        g.remove_all_but(None).await?;
+        return Ok(if g.unavailable.is_empty() {
+            Action::await_change()
+        } else {
+            Action::requeue(UNAVAILABLE_POLL)
+        });
+    }
+    // A copy that finished: its job's status is brought back, and the manager's job controller
+    // finishes the Workload from it.
+    if let Some(done) = best_match(&g.remotes, condition::FINISHED).map(str::to_string) {
+        if let Some(remote) = g.client(&done) {
+            g.adapter
+                .sync_job(&g.ctx.client, &remote, &g.key, &local.name_any(), &g.ctx.origin)
+                .await?;
+        }
+        return Ok(Action::requeue(SYNC_POLL));
+    }
+    if let Some(winner) = best_match(&g.remotes, condition::ADMITTED).map(str::to_string) {
+        g.remove_all_but(Some(&winner)).await?;
+        let Some(remote) = g.client(&winner) else {
+            return Ok(Action::requeue(UNAVAILABLE_POLL));
+        };
+        g.adapter
+            .sync_job(&g.ctx.client, &remote, &g.key, &local.name_any(), &g.ctx.origin)
+            .await?;
+        if acs.state != CheckState::Ready && acs.state != CheckState::Retry {
+            let msg = format!("The workload was admitted on {winner:?}");
+            set_check(&g.ctx.client, local, &acs.name, CheckState::Ready, msg, |st| {
+                if st.cluster_name.is_none() {
+                    st.cluster_name = Some(winner.clone());
+                }
+                st.nominated_cluster_names.clear();
+            })
+            .await?;
+        }
+        return Ok(Action::requeue(SYNC_POLL));
+    }
+    if acs.state == CheckState::Ready {
+        let admitting = local
+            .status
+            .as_ref()
+            .and_then(|s| s.cluster_name.clone())
+            .unwrap_or_default();
+        if !admitting.is_empty() && g.unavailable.contains(&admitting) {
+            // Kueue waits `workerLostTimeout` here; this slice waits for the worker to come back.
+            return Ok(Action::requeue(UNAVAILABLE_POLL));
+        }
+        let msg = if admitting.is_empty() {
+            "Admission check is Ready but no admitting cluster is recorded; this is unexpected, please report it"
+        } else {
+            "Admitting remote no longer exists"
+        };
+        set_check(
+            &g.ctx.client,
+            local,
+            &acs.name,
+            CheckState::Retry,
+            previously(msg, acs),
+            |_| {},
+        )
+        .await?;
+        return Ok(Action::requeue(SYNC_POLL));
+    }
+    // AllAtOnce: every connected worker is nominated and gets a copy.
+    let mut nominated: Vec<String> = g.remotes.iter().map(|(n, _)| n.clone()).collect();
+    nominated.sort();
+    let same = {
+        let mut now = local
+            .status
+            .as_ref()
+            .map(|s| s.nominated_cluster_names.clone())
+            .unwrap_or_default();
+        now.sort();
+        now == nominated
+    };
+    if !same {
+        let n = nominated.clone();
+        write_status(&g.ctx.client, local, |st| {
+            st.nominated_cluster_names = n;
+            true
+        })
+        .await?;
+    }
+    let missing: Vec<String> = g
+        .remotes
+        .iter()
+        .filter(|(_, w)| w.is_none())
+        .map(|(n, _)| n.clone())
+        .collect();
+    for cluster in missing {
+        let Some(remote) = g.client(&cluster) else {
+            continue;
+        };
+        let copy = clone_for_create(local, &g.ctx.origin);
+        let api: Api<Workload> = Api::namespaced(remote, &g.key.namespace);
+        match api.create(&PostParams::default(), &copy).await {
+            Ok(_) => tracing::info!(cluster = %cluster, workload = %local.name_any(), "dispatched"),
+            Err(e) => tracing::info!(cluster = %cluster, error = %e, "creating the remote workload failed"),
+        }
+    }
+    Ok(Action::requeue(DISPATCH_POLL))
+}
+
+/// Runs the controller until `cancel` fires.
+pub async fn run(ctx: Arc<Context>, cancel: CancellationToken) {
+    let controller = Controller::new(
+        Api::<Workload>::all(ctx.client.clone()),
+        watcher::Config::default(),
+    )
+    .graceful_shutdown_on(async move { cancel.cancelled().await });
+    crate::kit::shell::run(controller, "multikueue-workload", reconcile, ctx, |_| {
+        Duration::from_secs(1)
+    })
+    .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wl(v: serde_json::Value) -> Workload {
+        serde_json::from_value(v).unwrap()
+    }
+
+    /// Kueue `workload.go` `cloneForCreate`: no job-uid label, the origin label, the spec; no owner.
+    #[test]
+    fn clone_drops_job_uid_and_owner() {
+        let local = wl(serde_json::json!({
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+            "metadata": {"name": "w", "namespace": "ns", "uid": "u", "labels": {"kueue.x-k8s.io/job-uid": "j", "a": "b"},
+                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "j", "controller": true}]},
+            "spec": {"queueName": "lq", "podSets": [{"name": "main", "count": 1, "template": {"spec": {"containers": []}}}]},
+            "status": {"conditions": []}
+        }));
+        let c = clone_for_create(&local, "mk");
+        let labels = c.metadata.labels.clone().unwrap();
+        assert!(!labels.contains_key(label::JOB_UID));
+        assert_eq!(labels[ORIGIN_LABEL], "mk");
+        assert_eq!(labels["a"], "b");
+        assert_eq!(c.metadata.owner_references, None);
+        assert_eq!(c.metadata.uid, None);
+        assert_eq!(c.spec, local.spec);
+        assert_eq!(c.status, None);
+    }
+
+    /// Kueue `bestMatchByCondition`: the earliest True condition wins.
+    #[test]
+    fn first_admitted_wins() {
+        let admitted = |t: &str| {
+            Some(wl(serde_json::json!({
+                "metadata": {"name": "w"}, "spec": {"podSets": []},
+                "status": {"conditions": [{"type": "Admitted", "status": "True", "reason": "A", "message": "",
+                    "lastTransitionTime": t}]}
+            })))
+        };
+        let remotes = vec![
+            ("w1".to_string(), admitted("2026-01-01T00:00:02Z")),
+            ("w2".to_string(), admitted("2026-01-01T00:00:01Z")),
+            ("w3".to_string(), None),
+        ];
+        assert_eq!(best_match(&remotes, condition::ADMITTED), Some("w2"));
+        assert_eq!(best_match(&remotes, condition::FINISHED), None);
+    }
+}

@@ -1,0 +1,353 @@
+//! MultiKueue with three embedded clusters in one process: a manager and two workers, each worker
+//! served on loopback TCP with its own kubeconfig (one handed to the manager in a Secret, one by
+//! path), each running quotagate's manager and the simulated Job controller and nodes. A batch Job
+//! with `spec.managedBy: kueue.x-k8s.io/multikueue` created on the manager is dispatched to both
+//! workers, runs on the one that admits it and nowhere else, and its status comes back.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use kube::api::{Api, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use quotagate::api::kueue::constants::{condition, label};
+use quotagate::api::kueue::multikueue::{
+    ClusterSource, KubeConfig, LocationType, MULTIKUEUE_CONTROLLER_NAME, MultiKueueClusterSpec,
+    MultiKueueConfigSpec, ORIGIN_LABEL,
+};
+use quotagate::api::kueue::{
+    AdmissionCheck, AdmissionCheckParametersReference, AdmissionCheckSpec, CheckState, ClusterQueue,
+    MultiKueueCluster, MultiKueueConfig, ResourceFlavor,
+};
+use quotagate::jobframework::names::NameLength;
+use quotagate::jobframework::workload::workload_name_for_job;
+use quotagate::jobs::batch::BatchJob;
+use quotagate::wiring::manager::MultiKueueSettings;
+use tokio_util::sync::CancellationToken;
+
+use crate::support::*;
+
+struct Worker {
+    cluster: Cluster,
+    kubeconfig: std::path::PathBuf,
+    _sims: tokio_util::sync::DropGuard,
+    _serving: tokio_util::sync::DropGuard,
+}
+
+/// A worker: server on loopback TCP (kubeconfig written to a file), manager, simulated nodes and Job
+/// controller, flavor `on-demand`, ClusterQueue `cq` with `cpu` and LocalQueue `lq`.
+async fn worker(name: &str, cpu: &str, milli: i64) -> Worker {
+    let cluster = Cluster::start(Limits::default().cq("cq", milli)).await;
+    let sims = CancellationToken::new();
+    quotagate::embedded::sim::spawn(
+        cluster.client.clone(),
+        &quotagate::embedded::sim::SimConfig {
+            gateway: None,
+            endpoints: false,
+            ..Default::default()
+        },
+        sims.clone(),
+    );
+    Api::<ResourceFlavor>::all(cluster.client.clone())
+        .create(
+            &PostParams::default(),
+            &ResourceFlavor::build("on-demand")
+                .node_label("instance", "on-demand")
+                .build(),
+        )
+        .await
+        .unwrap();
+    cluster
+        .cluster_queue(with_all_namespaces(
+            ClusterQueue::build("cq")
+                .flavor("on-demand", [("cpu", cpu)])
+                .build(),
+        ))
+        .await;
+    cluster.local_queue("lq", "cq").await;
+    let dir = std::env::temp_dir().join(format!("quotagate-mk-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    let serving = CancellationToken::new();
+    cluster
+        .server
+        .spawn_tcp("127.0.0.1:0".parse().unwrap(), Some(&kubeconfig), serving.clone())
+        .await
+        .unwrap();
+    Worker {
+        cluster,
+        kubeconfig,
+        _sims: sims.drop_guard(),
+        _serving: serving.drop_guard(),
+    }
+}
+
+fn mk_cluster(name: &str, location: &str, location_type: LocationType) -> MultiKueueCluster {
+    MultiKueueCluster::new(
+        name,
+        MultiKueueClusterSpec {
+            cluster_source: ClusterSource {
+                kube_config: Some(KubeConfig {
+                    location: location.into(),
+                    location_type,
+                }),
+                cluster_profile_ref: None,
+            },
+        },
+    )
+}
+
+fn active(c: &MultiKueueCluster) -> Option<(String, String)> {
+    let cond = c
+        .status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Active")?;
+    Some((cond.status.clone(), cond.reason.clone()))
+}
+
+/// Every Workload name ever seen on a cluster (so a copy removed quickly is still known to have been
+/// there); returns once the watch has listed, so nothing created after the call is missed.
+async fn record_workload_names(client: kube::Client) -> Arc<Mutex<BTreeSet<String>>> {
+    let seen = Arc::new(Mutex::new(BTreeSet::new()));
+    let s = seen.clone();
+    let (listed, ready) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let api: Api<quotagate::api::kueue::Workload> = Api::all(client);
+        let mut stream = watcher(api, watcher::Config::default()).default_backoff().boxed();
+        let mut listed = Some(listed);
+        while let Some(ev) = stream.next().await {
+            match ev {
+                Ok(watcher::Event::Apply(wl) | watcher::Event::InitApply(wl)) => {
+                    s.lock().unwrap().insert(wl.name_any());
+                }
+                Ok(watcher::Event::InitDone) => {
+                    if let Some(tx) = listed.take() {
+                        let _ = tx.send(());
+                    }
+                }
+                _ => {}
+            }
+        }
+    });
+    tokio::time::timeout(WAIT, ready)
+        .await
+        .expect("the watch on worker2 lists")
+        .unwrap();
+    seen
+}
+
+/// Kueue: test/integration/multikueue/jobs_test.go, "Should run a job on worker if admitted
+/// (ManagedBy)": the manager's Workload is copied to both workers with the same spec; worker1 admits it
+/// (here by its own quota: worker2's ClusterQueue is too small), the check turns Ready with `The workload
+/// was admitted on "worker1"`, worker2's copy is removed, the manager's Job is unsuspended, the worker's
+/// Job status is mirrored (Complete), the manager's Workload finishes and the remote Workload is deleted
+/// (`waitForWorkloadToFinishAndRemoteWorkloadToBeDeleted`). Plus Kueue's
+/// pkg/controller/admissionchecks/multikueue/multikueuecluster_test.go: a cluster whose Secret is missing
+/// is `Active=False`, and admissioncheck_test.go: the check is Active with some clusters unusable
+/// (`SomeActiveClusters`) and names them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_is_dispatched_runs_on_the_worker_that_admits_it_and_reports_back() {
+    let w1 = worker("worker1", "2", 2000).await;
+    let w2 = worker("worker2", "500m", 500).await;
+
+    let mut m = Cluster::start(Limits::default().cq("cq", 2000)).await;
+    m.restart_manager_with(|o| {
+        o.multikueue = Some(MultiKueueSettings {
+            namespace: "default".into(),
+            origin: "multikueue".into(),
+        })
+    })
+    .await;
+    Api::<ResourceFlavor>::all(m.client.clone())
+        .create(
+            &PostParams::default(),
+            &ResourceFlavor::build("on-demand").build(),
+        )
+        .await
+        .unwrap();
+    m.cluster_queue(with_all_namespaces(
+        ClusterQueue::build("cq")
+            .flavor("on-demand", [("cpu", "2")])
+            .admission_check("mk", &[])
+            .build(),
+    ))
+    .await;
+    m.local_queue("lq", "cq").await;
+
+    // worker1's kubeconfig in a Secret of the manager's namespace, worker2's by path.
+    let text = std::fs::read(&w1.kubeconfig).unwrap();
+    let mut secret = Secret::default();
+    secret.metadata.name = Some("worker1-kubeconfig".into());
+    secret.data = Some([("kubeconfig".to_string(), ByteString(text))].into());
+    Api::<Secret>::namespaced(m.client.clone(), "default")
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    let mkcs: Api<MultiKueueCluster> = Api::all(m.client.clone());
+    for c in [
+        mk_cluster("worker1", "worker1-kubeconfig", LocationType::Secret),
+        mk_cluster("worker2", w2.kubeconfig.to_str().unwrap(), LocationType::Path),
+        mk_cluster("worker3", "no-such-secret", LocationType::Secret),
+    ] {
+        mkcs.create(&PostParams::default(), &c).await.unwrap();
+    }
+    Api::<MultiKueueConfig>::all(m.client.clone())
+        .create(
+            &PostParams::default(),
+            &MultiKueueConfig::new(
+                "mkc",
+                MultiKueueConfigSpec {
+                    clusters: vec!["worker1".into(), "worker2".into(), "worker3".into()],
+                    quota_management: None,
+                },
+            ),
+        )
+        .await
+        .unwrap();
+    let checks: Api<AdmissionCheck> = Api::all(m.client.clone());
+    checks
+        .create(
+            &PostParams::default(),
+            &AdmissionCheck::new(
+                "mk",
+                AdmissionCheckSpec {
+                    controller_name: MULTIKUEUE_CONTROLLER_NAME.into(),
+                    parameters: Some(AdmissionCheckParametersReference {
+                        api_group: "kueue.x-k8s.io".into(),
+                        kind: "MultiKueueConfig".into(),
+                        name: "mkc".into(),
+                    }),
+                },
+            ),
+        )
+        .await
+        .unwrap();
+
+    for name in ["worker1", "worker2"] {
+        wait_for(&mkcs, name, "Active=True", |c| {
+            active(c) == Some(("True".into(), "Active".into()))
+        })
+        .await;
+    }
+    let w3 = wait_for(&mkcs, "worker3", "Active=False", |c| {
+        active(c) == Some(("False".into(), "BadConfig".into()))
+    })
+    .await;
+    let msg = &w3.status.unwrap().conditions[0].message;
+    assert!(msg.contains("no-such-secret"), "{msg}");
+    let ac = wait_for(&checks, "mk", "Active, some clusters unusable", |ac| {
+        ac.status.as_ref().is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == "Active" && c.status == "True" && c.reason == "SomeActiveClusters")
+        })
+    })
+    .await;
+    assert_eq!(
+        ac.status.unwrap().conditions[0].message,
+        "Inactive clusters: [worker3]"
+    );
+
+    let seen_on_w2 = record_workload_names(w2.cluster.client.clone()).await;
+    let jobs: Api<Job> = Api::namespaced(m.client.clone(), "default");
+    let job: Job = serde_json::from_value(serde_json::json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "job", "namespace": "default", "labels": {label::QUEUE_NAME: "lq"}},
+        "spec": {"managedBy": MULTIKUEUE_CONTROLLER_NAME, "suspend": true, "parallelism": 1, "completions": 1,
+            "template": {"spec": {"restartPolicy": "Never", "containers": [
+                {"name": "c", "image": "busybox", "command": ["sleep", "4"], "resources": {"requests": {"cpu": "1"}}}]}}}
+    }))
+    .unwrap();
+    let created = jobs.create(&PostParams::default(), &job).await.unwrap();
+    let wl_name = workload_name_for_job(&BatchJob::new(created), NameLength::Long).unwrap();
+
+    // The check turns Ready on the worker that admitted the copy.
+    let wl = wait_for(&m.workloads(), &wl_name, "check mk Ready", |w| {
+        w.status.as_ref().is_some_and(|s| {
+            s.admission_checks
+                .iter()
+                .any(|a| a.name == "mk" && a.state == CheckState::Ready)
+        })
+    })
+    .await;
+    let st = wl.status.clone().unwrap();
+    let acs = st.admission_checks.iter().find(|a| a.name == "mk").unwrap();
+    assert_eq!(acs.message, r#"The workload was admitted on "worker1""#);
+    assert_eq!(st.cluster_name.as_deref(), Some("worker1"));
+
+    // worker1 holds a copy with the manager's spec and the origin label.
+    let remote = wait_for(&w1.cluster.workloads(), &wl_name, "admitted copy", |w| {
+        w.status
+            .as_ref()
+            .is_some_and(|s| s.condition_true(condition::ADMITTED))
+    })
+    .await;
+    assert_eq!(remote.spec, wl.spec);
+    assert_eq!(
+        remote.labels().get(ORIGIN_LABEL).map(String::as_str),
+        Some("multikueue")
+    );
+
+    // worker2 had a copy (AllAtOnce), which is removed now.
+    wait_gone(&w2.cluster.workloads(), &wl_name).await;
+    assert!(
+        seen_on_w2.lock().unwrap().contains(&wl_name),
+        "worker2 never got a copy"
+    );
+    assert!(
+        Api::<Job>::namespaced(w2.cluster.client.clone(), "default")
+            .get_opt("job")
+            .await
+            .unwrap()
+            .is_none(),
+        "no Job on the loser"
+    );
+
+    // The manager's Job is unsuspended (it runs nowhere locally: managedBy), the worker's runs.
+    wait_for(&jobs, "job", "unsuspended", |j| {
+        j.spec.as_ref().unwrap().suspend == Some(false)
+    })
+    .await;
+    let remote_jobs: Api<Job> = Api::namespaced(w1.cluster.client.clone(), "default");
+    let rj = wait_for(&remote_jobs, "job", "running on worker1", |j| {
+        j.spec.as_ref().unwrap().suspend == Some(false)
+    })
+    .await;
+    assert_eq!(rj.labels().get(label::PREBUILT_WORKLOAD_NAME), Some(&wl_name));
+    assert_eq!(
+        rj.labels().get(ORIGIN_LABEL).map(String::as_str),
+        Some("multikueue")
+    );
+    assert_eq!(rj.spec.as_ref().unwrap().managed_by, None);
+
+    // Status sync: the manager's Job shows the worker's pod running, then its completion.
+    wait_for(&jobs, "job", "active mirrored", |j| {
+        j.status.as_ref().and_then(|s| s.active) == Some(1)
+    })
+    .await;
+    wait_for(&jobs, "job", "Complete mirrored", |j| {
+        j.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Complete" && c.status == "True"))
+    })
+    .await;
+    wait_for(&m.workloads(), &wl_name, "finished", |w| {
+        w.status
+            .as_ref()
+            .is_some_and(|s| s.condition_true(condition::FINISHED))
+    })
+    .await;
+    wait_gone(&w1.cluster.workloads(), &wl_name).await;
+    m.quota.assert_safe();
+    w1.cluster.quota.assert_safe();
+    w2.cluster.quota.assert_safe();
+    let _ = std::fs::remove_dir_all(w1.kubeconfig.parent().unwrap());
+    let _ = std::fs::remove_dir_all(w2.kubeconfig.parent().unwrap());
+}
