@@ -22,7 +22,7 @@ use crate::api::kueue::constants::condition;
 use crate::api::kueue::{
     ClusterQueue, ClusterQueuePreemption, FlavorQuotas, LocalQueue, ResourceFlavor, Workload,
 };
-use crate::wiring::manager::{ManagerOptions, embedded_server, run_manager};
+use crate::wiring::manager::{ManagerOptions, run_manager};
 
 /// Kueue's generator labels: the runtime and the class of a workload.
 pub const RUNNING_TIME_LABEL: &str = "kueue.x-k8s.io/performance-scheduler-running-ms";
@@ -271,9 +271,28 @@ fn is_admitted(w: &Workload) -> bool {
     w.is_admitted() && !w.is_finished()
 }
 
+/// The embedded server `quotagate run --embedded` starts, with etcd's own default storage quota
+/// (2 GiB) instead of the embedded 256 MiB: the large-scale config's 50,000 Workloads hold more than
+/// that, and its creates were refused ("database space exceeded") before anything was measured.
+fn bench_server() -> Arc<crate::embedded::EmbeddedServer> {
+    use crate::embedded::{QuotagateAdmission, QuotagateCrds, ServerConfig, StoreConfig};
+    let config = ServerConfig {
+        store: StoreConfig {
+            quota_bytes: 2 << 30,
+            ..StoreConfig::default()
+        },
+        ..ServerConfig::default()
+    };
+    crate::embedded::EmbeddedServer::with_config(
+        &QuotagateCrds,
+        Arc::new(QuotagateAdmission::default()),
+        config,
+    )
+}
+
 /// Runs `plan` to the last finish. `progress` draws a line on stderr (only on a terminal).
 pub async fn run(plan: &Plan, progress: bool) -> Result<Measured, String> {
-    let server = embedded_server();
+    let server = bench_server();
     let by = Arc::new(Mutex::new(BTreeMap::new()));
     let client = counting_client(&server, by.clone());
     let cancel = CancellationToken::new();
