@@ -39,6 +39,7 @@ pub(crate) mod run;
 pub mod slices;
 pub(crate) mod snapshot;
 pub(crate) mod stats;
+mod status_patch;
 pub(crate) mod sync;
 mod take;
 mod transition_metrics;
