@@ -28,6 +28,7 @@ pub(crate) mod metric_labels;
 pub mod metrics;
 mod outcome;
 pub(crate) mod own_writes;
+mod pending_writes;
 pub(crate) mod pods_ready;
 pub(crate) mod pods_ready_metrics;
 pub(crate) mod priorities;

@@ -276,7 +276,7 @@ impl Writer<'_> {
     }
 
     /// Writes `QuotaReserved=False` with why the workload is pending, when that changed.
-    async fn write_pending(
+    pub(super) async fn write_pending(
         &self,
         api: &Api<Workload>,
         wl: &Arc<Workload>,
