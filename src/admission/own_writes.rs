@@ -18,7 +18,10 @@ use crate::queue::WorkloadKey;
 /// Clones share one record: the pending-status writes off the cycle (`pending_writes`) record into
 /// the loop's.
 #[derive(Clone, Debug, Default)]
-pub struct OwnWrites(Arc<Mutex<HashMap<WorkloadKey, (Vec<String>, String)>>>);
+pub struct OwnWrites(Arc<Mutex<Versions>>);
+
+/// Per workload: the versions replaced, and the latest one written.
+type Versions = HashMap<WorkloadKey, (Vec<String>, String)>;
 
 /// Versions remembered per workload: the watch lags by a few writes at most.
 const KEPT: usize = 8;
