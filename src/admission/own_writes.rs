@@ -9,14 +9,19 @@
 //! cached one: nobody else has written since, so nothing anyone else decided is overwritten.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use crate::queue::WorkloadKey;
 
 /// Per workload: the versions our pending writes replaced (oldest first, a few at most) and the
 /// version the last one made.
-#[derive(Debug, Default)]
-pub struct OwnWrites(Mutex<HashMap<WorkloadKey, (Vec<String>, String)>>);
+/// Clones share one record: the pending-status writes off the cycle (`pending_writes`) record into
+/// the loop's.
+#[derive(Clone, Debug, Default)]
+pub struct OwnWrites(Arc<Mutex<Versions>>);
+
+/// Per workload: the versions replaced, and the latest one written.
+type Versions = HashMap<WorkloadKey, (Vec<String>, String)>;
 
 /// Versions remembered per workload: the watch lags by a few writes at most.
 const KEPT: usize = 8;

@@ -13,6 +13,7 @@ use kube::Client;
 use tokio::sync::{Notify, watch};
 
 use super::caches::Caches;
+use super::pending_writes::{PendingWrites, Tools};
 use super::queues::Queues;
 use super::quota_seen::QuotaSeen;
 use super::stats::Phase;
@@ -48,6 +49,8 @@ pub struct AdmissionLoop {
     pub admission_fair_sharing: Option<crate::api::kueue::config::AfsConfig>,
     /// Kueue's `PrioritizePreemptorWorkloads` feature gate.
     pub prioritize_preemptor_workloads: bool,
+    /// Kueue's `RecomputeAssignmentUponPreemptionTargetsOverlap` feature gate (on by default).
+    pub recompute_on_overlap: bool,
     /// How long a wait-for cycle among upgrades may last before it is broken (`cycle_breaker`).
     pub cycle_break_after: Duration,
     /// The versions our own status writes produced, until the cache shows them.
@@ -59,6 +62,20 @@ const GAUGES_EVERY_CYCLE_BELOW: usize = 1000;
 
 /// Writes in flight at once within a cycle.
 const WRITE_CONCURRENCY: usize = 16;
+
+/// Workers writing pending statuses off the cycle: fewer than the cycle's own writes, so the next
+/// cycle's admissions are not crowded out.
+const PENDING_WRITERS: usize = 8;
+
+/// The actions after the last one that is not a pending status: written off the cycle when the loop
+/// has workers for it (`pending_writes`).
+fn split_trailing_pending(actions: &mut Vec<Action>) -> Vec<Action> {
+    let at = actions
+        .iter()
+        .rposition(|a| !matches!(a, Action::Pending { .. }))
+        .map_or(0, |i| i + 1);
+    actions.split_off(at)
+}
 
 /// Consecutive actions of one kind, in order.
 fn runs_of_one_kind(actions: Vec<Action>) -> Vec<Vec<Action>> {
@@ -86,6 +103,8 @@ struct WriteRetries {
     backoff: WriteBackoff,
     pending_backoff: WriteBackoff,
     pending_retry: HashMap<WorkloadKey, Instant>,
+    /// The cycle's trailing pending-status writes, made off the cycle (`None`: in the cycle).
+    off_cycle: Option<PendingWrites>,
 }
 
 impl WriteRetries {
@@ -145,7 +164,7 @@ fn named_workloads(actions: &[Action], snap: &Snapshot) -> ByKey {
 impl AdmissionLoop {
     pub async fn run(mut self, shutdown: impl std::future::Future<Output = ()>) {
         let mut state = self.fresh_state();
-        let mut retries = WriteRetries::default();
+        let mut retries = self.retries();
         tokio::pin!(shutdown);
         let mut leader_open = true;
         let mut last_gauges: Option<Instant> = None;
@@ -167,7 +186,13 @@ impl AdmissionLoop {
             if !*self.leader.borrow() {
                 self.explanations.clear();
                 state = self.fresh_state();
-                retries = WriteRetries::default();
+                if let Some(p) = &retries.off_cycle {
+                    p.clear();
+                }
+                retries = WriteRetries {
+                    off_cycle: retries.off_cycle.take(),
+                    ..WriteRetries::default()
+                };
                 continue;
             }
             retries.requeue_due(&mut state);
@@ -211,6 +236,21 @@ impl AdmissionLoop {
         }
     }
 
+    /// What the loop remembers of its writes, with the workers that write trailing pending statuses
+    /// off the cycle.
+    fn retries(&self) -> WriteRetries {
+        let tools = Tools {
+            client: self.client.clone(),
+            recorder: self.recorder.clone(),
+            metrics: self.metrics.clone(),
+            own_writes: self.own_writes.clone(),
+        };
+        WriteRetries {
+            off_cycle: Some(PendingWrites::start(tools, PENDING_WRITERS)),
+            ..WriteRetries::default()
+        }
+    }
+
     /// The admission state a new leader starts from.
     fn fresh_state(&self) -> AdmissionState {
         let mut state = AdmissionState::with_pods_ready(self.pods_ready.clone())
@@ -219,6 +259,7 @@ impl AdmissionLoop {
         state
             .core
             .set_prioritize_preemptors(self.prioritize_preemptor_workloads);
+        state.core.set_recompute_on_overlap(self.recompute_on_overlap);
         state.cycle_break_after_ms =
             Some(i64::try_from(self.cycle_break_after.as_millis()).unwrap_or(i64::MAX));
         state.explanations = self.explanations.clone();
@@ -283,6 +324,16 @@ impl AdmissionLoop {
         let writer = self.writer();
         let writer = &writer;
         let withdrawn = self.withdraw_if_quota_moved(state, snap, &actions);
+        let mut actions = actions;
+        let (trailing, mut outcomes) = match &retries.off_cycle {
+            Some(p) => {
+                let trailing = split_trailing_pending(&mut actions);
+                // Every write of this cycle lands after the earlier pending writes of its workload.
+                p.settle(actions.iter().chain(&trailing).map(Action::key)).await;
+                (trailing, p.outcomes())
+            }
+            None => (Vec::new(), Vec::new()),
+        };
         let (finishes, first): (Vec<Action>, Vec<Action>) = actions
             .into_iter()
             .filter(|a| !matches!(a, Action::Admit { key, .. } if withdrawn.contains(key)))
@@ -295,7 +346,6 @@ impl AdmissionLoop {
         // meanwhile. A run of admissions is first held against the quota the API server shows (the
         // cache may not have heard of a cut yet), then each one against the cache.
         let quota = self.quota_seen(snap);
-        let mut outcomes: Vec<Outcome> = Vec::new();
         for run in runs_of_one_kind(first) {
             if matches!(run.first(), Some(Action::Admit { .. }))
                 && quota.moved_on_server(&self.client).await == Some(true)
@@ -329,6 +379,15 @@ impl AdmissionLoop {
                 .buffer_unordered(WRITE_CONCURRENCY)
                 .for_each(|_| async {})
                 .await;
+        }
+        if let Some(p) = &retries.off_cycle {
+            for a in trailing {
+                if let Action::Pending { key, reason, message } = a
+                    && let Some(wl) = by_key.get(&key)
+                {
+                    p.queue(wl.clone(), key, reason, message);
+                }
+            }
         }
         admitted
     }

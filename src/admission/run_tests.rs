@@ -32,7 +32,7 @@ enum CutAt {
     Conflict,
 }
 
-/// The fake API: answers status writes by echoing them (with a new resourceVersion), a conflict on
+/// The fake API: answers status writes (a PUT or a merge patch) by echoing them (with a new resourceVersion), a conflict on
 /// the admission's first write under `CutAt::Conflict`, and reads of a workload with `fresh`.
 struct Fake {
     cut_at: CutAt,
@@ -64,8 +64,17 @@ impl Fake {
     fn handle(&self, method: &http::Method, path: &str, body: &[u8]) -> (u16, Value) {
         let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
         match (method.as_str(), &segs[..]) {
-            ("PUT", [.., "workloads", name, "status"]) => {
-                let mut obj: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+            (m @ ("PUT" | "PATCH"), [.., "workloads", name, "status"]) => {
+                let sent: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+                // A merge patch of the status: answered with a whole object made of it.
+                let mut obj = if m == "PATCH" {
+                    let mut o = serde_json::to_value(&self.fresh).unwrap_or_default();
+                    o["metadata"]["name"] = json!(name);
+                    o["status"] = sent["status"].clone();
+                    o
+                } else {
+                    sent
+                };
                 let admits = !obj["status"]["admission"].is_null();
                 let first = !Self::lock(&self.writes).iter().any(|(n, _)| n == name);
                 Self::lock(&self.writes).push((name.to_string(), admits));
@@ -193,6 +202,7 @@ async fn cycle_with_cut(cut_at: CutAt) -> (Vec<(String, bool)>, bool, Vec<Action
         fair_sharing: None,
         admission_fair_sharing: None,
         prioritize_preemptor_workloads: false,
+        recompute_on_overlap: true,
         cycle_break_after: Duration::from_secs(60),
         own_writes: Default::default(),
     };

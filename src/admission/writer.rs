@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use crate::kit::events::QueuedRecorder;
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams};
 use kube::runtime::events::{Event, EventType};
 use kube::{Api, Client, Resource, ResourceExt};
 
@@ -276,7 +276,7 @@ impl Writer<'_> {
     }
 
     /// Writes `QuotaReserved=False` with why the workload is pending, when that changed.
-    async fn write_pending(
+    pub(super) async fn write_pending(
         &self,
         api: &Api<Workload>,
         wl: &Arc<Workload>,
@@ -437,7 +437,7 @@ impl Writer<'_> {
         .await;
     }
 
-    /// Replaces the status at the cached resourceVersion. A conflict means the cache is behind: the
+    /// Writes the status (a merge patch of what changed) at the cached resourceVersion. A conflict means the cache is behind: the
     /// next step sees the new object and decides again.
     async fn write(
         &self,
@@ -455,12 +455,7 @@ impl Writer<'_> {
         wl: &Workload,
         status: WorkloadStatus,
     ) -> Result<String, kube::Error> {
-        let mut obj = wl.clone();
-        obj.status = Some(status);
-        match api
-            .replace_status(&wl.name_any(), &PostParams::default(), &obj)
-            .await
-        {
+        match super::status_patch::write(api, wl, &status).await {
             Ok(w) => Ok(w.resource_version().unwrap_or_default()),
             Err(e) => {
                 tracing::debug!(workload = %wl.name_any(), error = %e, "status write failed; will retry");
@@ -496,17 +491,8 @@ async fn admit_with_retry(
     own: &super::own_writes::OwnWrites,
     quota: QuotaSeen<'_>,
 ) -> Result<Workload, Retry> {
-    let mut obj = wl.clone();
-    obj.status = Some(conditions::admitted_with_checks(
-        wl,
-        admission.clone(),
-        checks,
-        now(),
-    ));
-    match api
-        .replace_status(&wl.name_any(), &PostParams::default(), &obj)
-        .await
-    {
+    let status = conditions::admitted_with_checks(wl, admission.clone(), checks, now());
+    match super::status_patch::write(api, wl, &status).await {
         Err(kube::Error::Api(s)) if s.code == 409 => {
             let fresh = api.get(&wl.name_any()).await?;
             // The fresh copy differs only by our own pending write over the cached one (the
@@ -528,11 +514,8 @@ async fn admit_with_retry(
             if quota.moved() {
                 return Err(Retry::QuotaMoved);
             }
-            let mut obj = fresh.clone();
-            obj.status = Some(conditions::admitted_with_checks(&fresh, admission, checks, now()));
-            Ok(api
-                .replace_status(&fresh.name_any(), &PostParams::default(), &obj)
-                .await?)
+            let status = conditions::admitted_with_checks(&fresh, admission, checks, now());
+            Ok(super::status_patch::write(api, &fresh, &status).await?)
         }
         other => Ok(other?),
     }

@@ -117,6 +117,9 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
             || config
                 .as_ref()
                 .is_some_and(|c| c.prioritize_preemptor_workloads()),
+        recompute_on_overlap: config
+            .as_ref()
+            .is_none_or(|c| c.recompute_upon_preemption_targets_overlap()),
         frameworks: config.as_ref().map(|c| c.frameworks()).unwrap_or_default(),
         managed_jobs: config.as_ref().map(|c| c.managed_jobs()).unwrap_or_default(),
         cycle_break_after: args.cycle_break_after,

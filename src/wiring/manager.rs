@@ -67,6 +67,9 @@ pub struct ManagerOptions {
     /// Kueue's `PrioritizePreemptorWorkloads` feature gate (alpha, off as in Kueue;
     /// `--prioritize-preemptor-workloads`).
     pub prioritize_preemptor_workloads: bool,
+    /// Kueue's `RecomputeAssignmentUponPreemptionTargetsOverlap` feature gate (beta, on as in Kueue
+    /// v0.20; `featureGates` in `--config`).
+    pub recompute_on_overlap: bool,
     /// Serve the admission webhook (and the aggregated API groups on its TLS port); readiness
     /// waits for it.
     pub webhook: Option<super::webhook::WebhookServing>,
@@ -108,6 +111,7 @@ impl Default for ManagerOptions {
             fair_sharing: None,
             admission_fair_sharing: None,
             prioritize_preemptor_workloads: false,
+            recompute_on_overlap: true,
             webhook: None,
             frameworks: Default::default(),
             managed_jobs: Default::default(),
@@ -250,6 +254,7 @@ pub async fn run_manager(
         fair_sharing: opts.fair_sharing.clone(),
         admission_fair_sharing: opts.admission_fair_sharing.clone(),
         prioritize_preemptor_workloads: opts.prioritize_preemptor_workloads,
+        recompute_on_overlap: opts.recompute_on_overlap,
         cycle_break_after: opts.cycle_break_after,
         own_writes: Default::default(),
     };

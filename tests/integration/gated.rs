@@ -840,7 +840,7 @@ async fn failed_replacement_admission_keeps_the_admitted_slice() {
     let faults = &s.c.server.store.faults;
     for _ in 0..8 {
         let only_new = WriteMatch {
-            verb: Some("update".into()),
+            verb: Some("patch".into()),
             plural: Some("workloads".into()),
             name: Some(new.clone()),
             status: Some(true),
@@ -975,7 +975,7 @@ async fn the_manager_needs_exactly_the_shipped_role() {
 
     // An admission write that meets a conflict is retried on the object read again.
     let probe = quotagate::embedded::faults::WriteMatch {
-        verb: Some("update".into()),
+        verb: Some("patch".into()),
         plural: Some("workloads".into()),
         name: Some("probe".into()),
         status: Some(true),

@@ -5,9 +5,10 @@ use quotagate::embedded::WriteMatch;
 
 use crate::support::*;
 
+/// The admission loop's Workload status writes (merge patches of the status).
 fn status_writes() -> WriteMatch {
     WriteMatch {
-        verb: Some("update".into()),
+        verb: Some("patch".into()),
         plural: Some("workloads".into()),
         name: None,
         status: Some(true),

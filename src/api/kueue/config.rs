@@ -892,11 +892,12 @@ impl Configuration {
                         PRIORITIZE_PREEMPTOR_WORKLOADS,
                         WORKLOAD_LEVEL_WAIT_FOR_PODS_READY,
                         WORKLOAD_PRIORITY_CLASS_DEFAULTING,
+                        RECOMPUTE_UPON_PREEMPTION_TARGETS_OVERLAP,
                     ]
                     .contains(&k.as_str())
                 })
             }),
-            "featureGates (other than DisableWaitForPodsReady, AdmissionFairSharing, PrioritizePreemptorWorkloads, WorkloadLevelWaitForPodsReady, WorkloadPriorityClassDefaulting)",
+            "featureGates (other than DisableWaitForPodsReady, AdmissionFairSharing, PrioritizePreemptorWorkloads, WorkloadLevelWaitForPodsReady, WorkloadPriorityClassDefaulting, RecomputeAssignmentUponPreemptionTargetsOverlap)",
         );
         out
     }

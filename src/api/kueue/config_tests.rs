@@ -469,8 +469,8 @@ fn the_prioritize_preemptor_workloads_gate_is_read_from_feature_gates() {
 
 /// Kueue v0.20's beta gates `WorkloadPriorityClassDefaulting` and
 /// `RecomputeAssignmentUponPreemptionTargetsOverlap` (`pkg/features/kube_features.go`: both
-/// `Default: true` from 0.20): on unless the file turns them off. The first is read by the job
-/// controllers (not listed as ignored).
+/// `Default: true` from 0.20): on unless the file turns them off; the first is read by the job
+/// controllers, the second by the admission loop, so neither is listed as ignored.
 #[test]
 fn the_kueue_v0_20_beta_gates_are_on_unless_turned_off() {
     let parse = |t: &str| Configuration::parse(t).unwrap_or_else(|e| panic!("{t}: {e}"));
@@ -489,6 +489,7 @@ fn the_kueue_v0_20_beta_gates_are_on_unless_turned_off() {
             "{HEAD}featureGates:\n  RecomputeAssignmentUponPreemptionTargetsOverlap: {value}\n"
         ));
         assert_eq!(cfg.recompute_upon_preemption_targets_overlap(), on, "{value}");
+        assert!(cfg.ignored().is_empty(), "{value}: {:?}", cfg.ignored());
     }
 }
 
