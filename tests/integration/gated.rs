@@ -866,17 +866,6 @@ async fn failed_replacement_admission_keeps_the_admitted_slice() {
 
 /// The shipped RBAC, as deployed: `config/rbac/role.yaml` (ClusterRole) and
 /// `leader_election_role.yaml` (Role in quotagate-system), for the manager's ServiceAccount.
-fn shipped_role() -> std::sync::Arc<quotagate::embedded::rbac::Authorizer> {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/config/rbac/");
-    let mut docs = Vec::new();
-    for f in ["role.yaml", "leader_election_role.yaml"] {
-        let text = std::fs::read_to_string(format!("{dir}{f}")).unwrap();
-        docs.extend(quotagate::api::manifest::load_documents(&text).unwrap());
-    }
-    let user = "system:serviceaccount:quotagate-system:quotagate-controller-manager";
-    std::sync::Arc::new(quotagate::embedded::rbac::Authorizer::from_documents(user, &docs).unwrap())
-}
-
 /// Issue 13 item 9: the whole manager under the shipped Role through a gated upgrade, a preemption,
 /// a resume and a deletion, with Ray token auth on. A request the Role does not allow is a 403
 /// and fails the test (a missing grant); a granted verb no request used fails it too (an excess
@@ -1195,7 +1184,10 @@ async fn the_manager_needs_exactly_the_shipped_role() {
 
     let denied: Vec<String> = authz.denied().iter().map(|a| a.to_string()).collect();
     assert!(denied.is_empty(), "the shipped Role is missing: {denied:?}");
-    let unused = authz.unused();
+    // MultiKueue's grants are used where its controllers run, with a worker cluster: checked under
+    // this same Role by `multikueue::a_job_is_dispatched_…`.
+    let mut unused = authz.unused();
+    unused.retain(|g| !MULTIKUEUE_GRANTS.contains(&g.as_str()));
     assert!(
         unused.is_empty(),
         "the shipped Role grants what the code never does: {unused:?}"

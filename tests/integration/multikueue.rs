@@ -157,13 +157,25 @@ async fn a_job_is_dispatched_runs_on_the_worker_that_admits_it_and_reports_back(
     let w2 = worker("worker2", "500m", 500).await;
 
     let mut m = Cluster::start(Limits::default().cq("cq", 2000)).await;
-    m.restart_manager_with(|o| {
-        o.multikueue = Some(MultiKueueSettings {
-            namespace: "default".into(),
-            origin: "multikueue".into(),
-        })
-    })
-    .await;
+    // The manager runs under the shipped Role: what MultiKueue needs is granted, and used.
+    let authz = shipped_role();
+    if let Some(old) = m.manager.take() {
+        old.stop().await;
+    }
+    m.manager = Some(Manager::start_opts(
+        m.server.client_as(authz.clone()),
+        quotagate::wiring::manager::ManagerOptions {
+            leader_election: false,
+            identity: "m1".into(),
+            resync: std::time::Duration::from_millis(300),
+            ray: m.ray.clone(),
+            multikueue: Some(MultiKueueSettings {
+                namespace: "default".into(),
+                origin: "multikueue".into(),
+            }),
+            ..Default::default()
+        },
+    ));
     Api::<ResourceFlavor>::all(m.client.clone())
         .create(
             &PostParams::default(),
@@ -345,6 +357,14 @@ async fn a_job_is_dispatched_runs_on_the_worker_that_admits_it_and_reports_back(
     })
     .await;
     wait_gone(&w1.cluster.workloads(), &wl_name).await;
+    let denied: Vec<String> = authz.denied().iter().map(|a| a.to_string()).collect();
+    assert!(denied.is_empty(), "the shipped Role is missing: {denied:?}");
+    let unused = authz.unused();
+    let idle: Vec<&str> = MULTIKUEUE_GRANTS
+        .into_iter()
+        .filter(|g| unused.iter().any(|u| u == g))
+        .collect();
+    assert!(idle.is_empty(), "MultiKueue grants no request used: {idle:?}");
     m.quota.assert_safe();
     w1.cluster.quota.assert_safe();
     w2.cluster.quota.assert_safe();

@@ -799,3 +799,25 @@ pub async fn reserved_not_admitted(c: &Cluster, name: &str) -> Workload {
     })
     .await
 }
+
+/// The shipped Role (`config/rbac/role.yaml` and the leader-election Role) as the manager's
+/// ServiceAccount holds it.
+pub fn shipped_role() -> std::sync::Arc<quotagate::embedded::rbac::Authorizer> {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/config/rbac/");
+    let mut docs = Vec::new();
+    for f in ["role.yaml", "leader_election_role.yaml"] {
+        let text = std::fs::read_to_string(format!("{dir}{f}")).unwrap();
+        docs.extend(quotagate::api::manifest::load_documents(&text).unwrap());
+    }
+    let user = "system:serviceaccount:quotagate-system:quotagate-controller-manager";
+    std::sync::Arc::new(quotagate::embedded::rbac::Authorizer::from_documents(user, &docs).unwrap())
+}
+
+/// What the shipped Role grants for MultiKueue alone: used only by the manager of a MultiKueue run.
+pub const MULTIKUEUE_GRANTS: [&str; 5] = [
+    "get kueue.x-k8s.io/multikueueconfigs",
+    "list kueue.x-k8s.io/multikueueclusters",
+    "update batch/jobs/status",
+    "update kueue.x-k8s.io/multikueueclusters/status",
+    "watch kueue.x-k8s.io/multikueueclusters",
+];
