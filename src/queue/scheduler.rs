@@ -201,6 +201,20 @@ struct Entry {
     cache_as: Option<(ShapeKey, u64)>,
 }
 
+impl Entry {
+    /// `self` with another assignment, never cached: what a preemption search is asked about.
+    fn probe(&self, assignment: Assignment) -> Entry {
+        Entry {
+            order: self.order.clone(),
+            cq: self.cq.clone(),
+            cq_idx: self.cq_idx,
+            assignment,
+            cached: false,
+            cache_as: None,
+        }
+    }
+}
+
 /// What one scheduling cycle carries from ClusterQueue to ClusterQueue.
 #[derive(Default)]
 struct Cycle {
@@ -1269,14 +1283,7 @@ impl AdmissionCore {
         let assignment = self.assign_again(e, old, &nominated, &cy.targets);
         let targets = match assignment.mode {
             Mode::Preempt => {
-                let probe = Entry {
-                    order: e.order.clone(),
-                    cq: e.cq.clone(),
-                    cq_idx: e.cq_idx,
-                    assignment,
-                    cached: false,
-                    cache_as: None,
-                };
+                let probe = e.probe(assignment);
                 let t = self.preemption_targets_except(&probe, old, &cy.targets);
                 e.assignment = probe.assignment;
                 t
@@ -1646,14 +1653,7 @@ impl AdmissionCore {
                 Mode::Fit => Some((assignment, Vec::new())),
                 Mode::NoFit => None,
                 Mode::Preempt => {
-                    let probe = Entry {
-                        order: e.order.clone(),
-                        cq: e.cq.clone(),
-                        cq_idx: e.cq_idx,
-                        assignment,
-                        cached: false,
-                        cache_as: None,
-                    };
+                    let probe = e.probe(assignment);
                     let t = self.preemption_targets(&probe, None);
                     (!t.is_empty()).then_some((probe.assignment, t))
                 }
