@@ -356,9 +356,18 @@ pub fn deletion() -> Vec<Sequence> {
             ],
         ),
         // Kinds whose storage returns the deleted object (`ReturnDeletedObject`) and one whose does not.
+        // The pod carries a scheduling gate, so no kube-scheduler status write races the delete: with
+        // one in flight kube-apiserver now and then answered with a pod lacking its resourceVersion.
         seq(
             "delete of an unscheduled pod returns the pod",
-            vec![post(PODS, values::pod()), delete(&at(PODS, "p"))],
+            vec![
+                post(PODS, {
+                    let mut p = values::pod();
+                    p["spec"]["schedulingGates"] = json!([{"name": "example.com/gate"}]);
+                    p
+                }),
+                delete(&at(PODS, "p")),
+            ],
         ),
         seq(
             "delete of a service returns the service",
