@@ -124,7 +124,7 @@ async fn delete_preconditions_refuse_a_stale_delete() {
     assert_eq!((s.code, s.reason.as_str()), (409, "Conflict"));
     assert!(
         s.message.starts_with(&format!(
-            "Operation cannot be fulfilled on widgets.example.quotagate.io \"a\": Precondition failed: ResourceVersion in precondition: {stale_rv}, ResourceVersion in object meta: "
+            "Operation cannot be fulfilled on Widget.example.quotagate.io \"a\": the ResourceVersion in the precondition ({stale_rv}) does not match the ResourceVersion in record ("
         )),
         "{}",
         s.message

@@ -28,6 +28,9 @@ pub struct Details {
     pub group: String,
     pub kind: String,
     pub causes: Vec<Cause>,
+    /// Sent as `details: {}` when empty: kube-apiserver's generic server responses (a JSON patch that
+    /// fails, an unknown patch content type) carry an empty details object rather than none.
+    pub always: bool,
 }
 
 impl ApiError {
@@ -63,6 +66,12 @@ impl ApiError {
                 "Operation cannot be fulfilled on {qualified} \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
             ),
         )
+    }
+    /// Marks the answer as one of kube-apiserver's generic server responses, whose `details` is
+    /// present even when empty.
+    pub fn generic(mut self) -> Self {
+        self.details.always = true;
+        self
     }
     pub fn bad_request(message: impl Into<String>) -> Self {
         ApiError::new(400, "BadRequest", message)
@@ -138,7 +147,7 @@ impl ApiError {
             "reason": self.reason,
             "code": self.code,
         });
-        if !details.is_empty() {
+        if !details.is_empty() || d.always {
             s["details"] = Value::Object(details);
         }
         // Some refusals carry no reason (a strategic merge patch's unknown directive: 500, no reason).

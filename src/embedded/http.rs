@@ -372,7 +372,17 @@ pub async fn handle(State(srv): State<Arc<EmbeddedServer>>, req: Request) -> Res
         Route::OpenApiGv(p) => discovery::openapi_v3_gv(&srv.registry, &p)
             .map(|d| ok(200, &d))
             .unwrap_or_else(|| not_found_path(&path)),
-        Route::UnknownSub | Route::NotFound => not_found_path(&path),
+        // A subresource the kind does not have is a path no route serves: go-restful's 404, whose
+        // details are empty.
+        Route::UnknownSub => error(
+            &ApiError::new(
+                404,
+                "NotFound",
+                "the server could not find the requested resource",
+            )
+            .generic(),
+        ),
+        Route::NotFound => not_found_path(&path),
         Route::PodLog(t) => pod_log(&srv, &parts, &t).unwrap_or_else(|e| error(&e)),
         Route::Token(t) => token(&srv, &parts, &t, &body)
             .map(|v| ok(201, &v))
@@ -606,6 +616,7 @@ impl Req<'_> {
     /// Server-side field validation of a create, update or patch body (`field_validation.rs`): under
     /// `Strict` an undeclared or duplicate field refuses the request; under `Warn` the warnings to send.
     fn validate_fields(&self, body: &Value) -> Result<Vec<String>, ApiError> {
+        refusals::field_validation(&self.method, self.query.get("fieldValidation"))?;
         let directive = field_validation::Directive::parse(self.query.get("fieldValidation"))?;
         if directive == field_validation::Directive::Ignore {
             return Ok(Vec::new());
@@ -617,6 +628,7 @@ impl Req<'_> {
     /// stored one for fields the kind does not declare that it adds. A patch that does not apply is
     /// left to the store's refusal.
     fn validate_json_patch(&self, name: &str, ops: &Value) -> Result<Vec<String>, ApiError> {
+        refusals::field_validation(&self.method, self.query.get("fieldValidation"))?;
         let directive = field_validation::Directive::parse(self.query.get("fieldValidation"))?;
         if directive == field_validation::Directive::Ignore {
             return Ok(Vec::new());
@@ -783,7 +795,8 @@ impl Req<'_> {
             }
             (&Method::PATCH, Some(n)) => {
                 let kind = PatchKind::from_content_type(&self.content_type).ok_or_else(|| {
-                    ApiError::unsupported_media(format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {:?})", self.content_type))
+                    // go-restful refuses the content type before any handler: its bare 415.
+                    ApiError::unsupported_media("415: Unsupported Media Type").generic()
                 })?;
                 if kind == PatchKind::Apply {
                     refusals::field_manager(self.query.get("fieldManager"))?;
@@ -909,7 +922,7 @@ impl Req<'_> {
             labels: LabelSelector::parse(self.query.get("labelSelector").unwrap_or("")).map_err(bad)?,
             fields: FieldSelector::parse(self.query.get("fieldSelector").unwrap_or(""))
                 .and_then(|f| {
-                    f.check_supported(&self.t.info.group, &self.t.info.plural)
+                    f.check_supported_on(&self.t.info.group, &self.t.info.plural, !self.t.info.is_crd)
                         .map(|()| f)
                 })
                 .map(|f| events::field_selector_to_storage(&self.t.info, f))
@@ -985,13 +998,8 @@ impl Req<'_> {
         };
         let send_initial_events = self.query.flag("sendInitialEvents");
         let bookmarks = self.query.flag("allowWatchBookmarks");
-        if send_initial_events && !bookmarks {
-            return Err(ApiError::new(
-                422,
-                "Invalid",
-                "sendInitialEvents requires allowWatchBookmarks=true",
-            ));
-        }
+        // kube-apiserver v1.36 serves sendInitialEvents without allowWatchBookmarks (its
+        // differential sequence): the initial events come, with no bookmark to end them.
         let req = WatchRequest {
             info: self.t.info.clone(),
             namespace: if self.t.info.namespaced {

@@ -50,8 +50,13 @@ impl PatchKind {
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum PatchError {
-    #[error("the body of a json patch must be an array of operations: {0}")]
+    /// kube-apiserver decodes the body into its handlers' `[]jsonPatchOp` first; Go's wording.
+    #[error("error decoding patch: json: cannot unmarshal {0}")]
     BadJsonPatch(String),
+    /// An operation the library cannot apply as written (an unknown `op`, a missing `path`):
+    /// kube-apiserver answers with its generic 422, whose message names no cause.
+    #[error("the server rejected our request due to an error in our request")]
+    UnusableOperation,
     #[error("{0}")]
     JsonPatchFailed(String),
     /// kube-apiserver's wording (its 413 prefixes "Request entity too large: ").
@@ -95,8 +100,13 @@ pub fn json_patch(doc: &mut Value, body: &Value) -> Result<(), PatchError> {
     if let Some(n) = body.as_array().map(Vec::len).filter(|n| *n > MAX_JSON_PATCH_OPS) {
         return Err(PatchError::TooManyOperations(n));
     }
+    decodes_as_ops(body)?;
+    // Go decodes `null` as an empty list of operations.
+    if body.is_null() {
+        return Ok(());
+    }
     let p: json_patch::Patch =
-        serde_json::from_value(body.clone()).map_err(|e| PatchError::BadJsonPatch(e.to_string()))?;
+        serde_json::from_value(body.clone()).map_err(|_| PatchError::UnusableOperation)?;
     let mut patched = doc.clone();
     // An upper bound of the document's depth, kept as operations apply; exact depths are computed
     // only where the bound says an operation might pass the limit.
@@ -138,6 +148,51 @@ pub fn json_patch(doc: &mut Value, body: &Value) -> Result<(), PatchError> {
         apply_one(&mut patched, op, i)?;
     }
     *doc = patched;
+    Ok(())
+}
+
+/// The body decodes as Go's `[]jsonPatchOp` (`op`, `path` and `from` strings, any `value`), or fails
+/// with Go's decoding error naming the first value of the wrong type.
+fn decodes_as_ops(body: &Value) -> Result<(), PatchError> {
+    let go = |v: &Value| match v {
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+        Value::String(_) => "string",
+        Value::Null => "null",
+    };
+    let ops = match body {
+        Value::Array(ops) => ops,
+        Value::Null => return Ok(()),
+        v => {
+            return Err(PatchError::BadJsonPatch(format!(
+                "{} into Go value of type []handlers.jsonPatchOp",
+                go(v)
+            )));
+        }
+    };
+    for op in ops {
+        match op {
+            Value::Object(m) => {
+                for f in ["op", "path", "from"] {
+                    if let Some(v) = m.get(f).filter(|v| !v.is_string() && !v.is_null()) {
+                        return Err(PatchError::BadJsonPatch(format!(
+                            "{} into Go struct field jsonPatchOp.{f} of type string",
+                            go(v)
+                        )));
+                    }
+                }
+            }
+            Value::Null => {}
+            v => {
+                return Err(PatchError::BadJsonPatch(format!(
+                    "{} into Go value of type handlers.jsonPatchOp",
+                    go(v)
+                )));
+            }
+        }
+    }
     Ok(())
 }
 

@@ -412,7 +412,7 @@ pub fn validate(quota: &Value) -> Result<(), ApiError> {
         .pointer("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or("");
-    Err(ApiError::invalid("ResourceQuota", name, &errs))
+    Err(ApiError::invalid("ResourceQuota", name, &errs).details(name, "", "ResourceQuota"))
 }
 
 #[cfg(test)]

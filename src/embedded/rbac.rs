@@ -47,6 +47,9 @@ pub struct Authorizer {
     pub user: String,
     /// Each rule with the namespace its Role binds it to (`None`: a ClusterRole, everywhere).
     rules: Vec<(Option<String>, PolicyRule)>,
+    /// Where each rule (same index) comes from, as kube-apiserver's RBAC authorizer names it in an
+    /// access review's `reason` (`RoleBinding "rb/ns" of Role "r" to User "jane"`); empty if unnamed.
+    sources: Vec<String>,
     used: Mutex<BTreeSet<(String, String, String)>>,
     denied: Mutex<BTreeSet<Access>>,
 }
@@ -102,6 +105,7 @@ impl Authorizer {
         Ok(Authorizer {
             user: user.to_string(),
             rules,
+            sources: Vec::new(),
             used: Mutex::default(),
             denied: Mutex::default(),
         })
@@ -113,9 +117,27 @@ impl Authorizer {
         Authorizer {
             user: user.to_string(),
             rules,
+            sources: Vec::new(),
             used: Mutex::default(),
             denied: Mutex::default(),
         }
+    }
+
+    /// Names where each rule comes from (index for index with the rules), for [`Self::reason`].
+    pub fn with_sources(mut self, sources: Vec<String>) -> Self {
+        self.sources = sources;
+        self
+    }
+
+    /// Why `a` is allowed, as kube-apiserver's RBAC authorizer says it: `RBAC: allowed by <source>` of
+    /// the first rule that allows it; `None` when denied or the rule's source is unnamed.
+    pub fn reason(&self, a: &Access) -> Option<String> {
+        let i = self
+            .rules
+            .iter()
+            .position(|(ns, r)| (ns.is_none() || *ns == a.namespace) && rule_allows(r, a))?;
+        let source = self.sources.get(i).filter(|s| !s.is_empty())?;
+        Some(format!("RBAC: allowed by {source}"))
     }
 
     /// The rules that apply in `namespace` (those bound everywhere, and those bound there), as a

@@ -35,7 +35,24 @@ pub fn dry_run(method: &Method, value: Option<&str>) -> Result<(), ApiError> {
             FieldError::new(
                 "dryRun",
                 ErrorType::NotSupported,
-                format!("[]string{{{v:?}}}: supported values: \"All\""),
+                // kube-apiserver v1.36 prints the list as JSON.
+                format!("[{v:?}]: supported values: \"All\""),
+            ),
+        )),
+    }
+}
+
+/// `fieldValidation` is one of the directives or empty (`ValidateFieldValidation`): anything else is a
+/// 422 on the request's options, naming the sorted list of what is supported.
+pub fn field_validation(method: &Method, value: Option<&str>) -> Result<(), ApiError> {
+    match value {
+        None | Some("" | "Ignore" | "Strict" | "Warn") => Ok(()),
+        Some(v) => Err(invalid_options(
+            method,
+            FieldError::new(
+                "fieldValidation",
+                ErrorType::NotSupported,
+                format!("{v:?}: supported values: \"\", \"Ignore\", \"Strict\", \"Warn\""),
             ),
         )),
     }
@@ -94,6 +111,19 @@ pub fn type_meta(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
         } else {
             format!("{k}.{}", info.group)
         };
+        if !info.is_crd {
+            // A built-in kind is decoded into its Go type, which fails converting the body's kind.
+            let internal = match info.group.as_str() {
+                "" | "events.k8s.io" => "core",
+                g => g.split('.').next().unwrap_or(g),
+            };
+            return Err(ApiError::bad_request(format!(
+                "{k} in version {:?} cannot be handled as a {kind}: converting ({version}.{k}) to ({internal}.{kind}): unknown conversion",
+                info.version,
+                kind = info.kind,
+                version = info.version,
+            )));
+        }
         let fe = FieldError::invalid("kind", format!("{k:?}: must be {}", info.kind));
         return Err(ApiError::invalid(&qualified, name, &[fe]).details(name, &info.group, k));
     }
@@ -171,7 +201,7 @@ mod tests {
             (e.code, e.message.as_str()),
             (
                 422,
-                "CreateOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: []string{\"Garbage\"}: supported values: \"All\""
+                "CreateOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: [\"Garbage\"]: supported values: \"All\""
             )
         );
         assert!(dry_run(&Method::DELETE, Some("All")).is_ok());
@@ -213,8 +243,8 @@ mod tests {
         assert_eq!(
             (e.code, e.message.as_str()),
             (
-                422,
-                "Secret \"x\" is invalid: kind: Invalid value: \"Secret\": must be ConfigMap"
+                400,
+                "Secret in version \"v1\" cannot be handled as a ConfigMap: converting (v1.Secret) to (core.ConfigMap): unknown conversion"
             )
         );
         assert!(type_meta(&cm, &json!({"metadata": {}})).is_ok());

@@ -168,39 +168,73 @@ pub fn authorizer_for(store: &Store, registry: &Registry, subject: &Subject) -> 
         return superuser(&subject.user);
     }
     let text = |o: &Value, p: &str| o.pointer(p).and_then(Value::as_str).unwrap_or("").to_string();
+    // The first subject of a binding that names this one, described as kube-apiserver's RBAC
+    // authorizer describes it.
     let bound = |b: &Value, ns: &str| {
-        b.get("subjects")
-            .and_then(Value::as_array)
-            .is_some_and(|s| s.iter().any(|s| subject.binds(s, ns)))
+        let s = b
+            .get("subjects")
+            .and_then(Value::as_array)?
+            .iter()
+            .find(|s| subject.binds(s, ns))?;
+        let (kind, name) = (text(s, "/kind"), text(s, "/name"));
+        Some(if kind == "ServiceAccount" {
+            let sa_ns = Some(text(s, "/namespace")).filter(|n| !n.is_empty());
+            format!(
+                "{kind} {:?}",
+                format!("{name}/{}", sa_ns.as_deref().unwrap_or(ns))
+            )
+        } else {
+            format!("{kind} {name:?}")
+        })
     };
     let mut rules: Vec<(Option<String>, PolicyRule)> = Vec::new();
+    let mut sources: Vec<String> = Vec::new();
     for b in list(store, registry, "clusterrolebindings") {
         if text(&b, "/roleRef/kind") == "ClusterRole"
-            && bound(&b, "")
+            && let Some(to) = bound(&b, "")
             && let Some(role) = get(store, registry, "clusterroles", None, &text(&b, "/roleRef/name"))
         {
-            rules.extend(rules_of(&role).into_iter().map(|r| (None, r)));
+            let source = format!(
+                "ClusterRoleBinding {:?} of ClusterRole {:?} to {to}",
+                text(&b, "/metadata/name"),
+                text(&b, "/roleRef/name")
+            );
+            for r in rules_of(&role) {
+                rules.push((None, r));
+                sources.push(source.clone());
+            }
         }
     }
     for b in list(store, registry, "rolebindings") {
         let ns = text(&b, "/metadata/namespace");
-        if !bound(&b, &ns) {
+        let Some(to) = bound(&b, &ns) else {
             continue;
-        }
+        };
         let name = text(&b, "/roleRef/name");
-        let role = match text(&b, "/roleRef/kind").as_str() {
+        let kind = text(&b, "/roleRef/kind");
+        let role = match kind.as_str() {
             "Role" => get(store, registry, "roles", Some(&ns), &name),
             "ClusterRole" => get(store, registry, "clusterroles", None, &name),
             _ => None,
         };
         if let Some(role) = role {
-            rules.extend(rules_of(&role).into_iter().map(|r| (Some(ns.clone()), r)));
+            let source = format!(
+                "RoleBinding {:?} of {kind} {name:?} to {to}",
+                format!("{}/{ns}", text(&b, "/metadata/name"))
+            );
+            for r in rules_of(&role) {
+                rules.push((Some(ns.clone()), r));
+                sources.push(source.clone());
+            }
         }
     }
     if subject.groups.iter().any(|g| g == AUTHENTICATED) {
-        rules.extend(authenticated_rules().into_iter().map(|r| (None, r)));
+        for r in authenticated_rules() {
+            rules.push((None, r));
+            sources.push(String::new());
+        }
     }
-    Authorizer::from_rules(&subject.user, rules)
+    Authorizer::from_rules(&subject.user, rules).with_sources(sources)
 }
 
 fn header_values<'a>(headers: &'a HeaderMap, name: &str) -> Vec<&'a str> {
@@ -280,13 +314,21 @@ fn invalid(kind: &str, field: &str, why: &str) -> ApiError {
     ApiError::invalid(&format!("{kind}.{GROUP}"), "", &[fe]).details("", GROUP, kind)
 }
 
-/// The decision for one review spec's attributes.
+/// A SubjectAccessReview's own refusal: kube-apiserver builds it from the decoded review, which
+/// carries no kind, so the qualified kind is `.authorization.k8s.io` and `details` has only the group.
+fn invalid_review(field: &str, why: &str) -> ApiError {
+    let fe = crate::api::validation::FieldError::invalid(field, why);
+    ApiError::invalid(&format!(".{GROUP}"), "", &[fe]).details("", GROUP, "")
+}
+
+/// An access review's `status`: `allowed`, and for a resource request that a binding allows, the RBAC
+/// authorizer's `reason` naming it.
 fn decide(
     authz: Option<&Authorizer>,
     spec: &Value,
     kind: &str,
     namespace: Option<&str>,
-) -> Result<bool, ApiError> {
+) -> Result<Value, ApiError> {
     let res = spec.get("resourceAttributes").filter(|v| v.is_object());
     let non = spec.get("nonResourceAttributes").filter(|v| v.is_object());
     let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
@@ -307,9 +349,15 @@ fn decide(
                 name,
                 namespace: ns,
             };
-            Ok(authz.is_none_or(|a| a.would_allow(&access)))
+            let mut status = json!({"allowed": authz.is_none_or(|a| a.would_allow(&access))});
+            if let Some(reason) = authz.and_then(|a| a.reason(&access)) {
+                status["reason"] = json!(reason);
+            }
+            Ok(status)
         }
-        (None, Some(n)) => Ok(authz.is_none_or(|a| a.allows_non_resource(&s(n, "verb"), &s(n, "path")))),
+        (None, Some(n)) => Ok(json!({
+            "allowed": authz.is_none_or(|a| a.allows_non_resource(&s(n, "verb"), &s(n, "path")))
+        })),
         _ => Err(invalid(
             kind,
             "spec.resourceAttributes",
@@ -379,7 +427,7 @@ pub fn serve(
     let spec = obj.get("spec").cloned().unwrap_or(json!({}));
     let kind = info.kind.as_str();
     let status = match kind {
-        "SelfSubjectAccessReview" => json!({"allowed": decide(authz, &spec, kind, None)?}),
+        "SelfSubjectAccessReview" => decide(authz, &spec, kind, None)?,
         "SelfSubjectRulesReview" => {
             rules_review(authz, spec.get("namespace").and_then(Value::as_str).unwrap_or(""))
         }
@@ -418,10 +466,10 @@ pub fn serve(
                 .filter_map(|g| g.as_str().map(String::from))
                 .collect();
             if user.is_empty() && groups.is_empty() {
-                return Err(invalid(
-                    kind,
+                return Err(invalid_review(
                     "spec.user",
-                    "at least one of user or group must be specified",
+                    // The user, empty, as the value kube-apiserver prints.
+                    "\"\": at least one of user or group must be specified",
                 ));
             }
             // The subject is exactly who the spec names (no groups added: a webhook passes them on).
@@ -430,7 +478,7 @@ pub fn serve(
                 groups,
             };
             let theirs = authorizer_for(&srv.store, &srv.registry, &subject);
-            json!({"allowed": decide(Some(&theirs), &spec, kind, url_namespace)?})
+            decide(Some(&theirs), &spec, kind, url_namespace)?
         }
         other => return Err(ApiError::not_found(&info.qualified_plural(), other)),
     };

@@ -127,10 +127,11 @@ fn rfc3339(unix: i64) -> String {
         .unwrap_or_default()
 }
 
-fn invalid(name: &str, field: &str, why: &str) -> ApiError {
+/// A refused TokenRequest: kube-apiserver names no object in it (`TokenRequest... "" is invalid`).
+fn invalid(field: &str, why: &str) -> ApiError {
     let fe = crate::api::validation::FieldError::invalid(field, why);
-    ApiError::invalid("TokenRequest.authentication.k8s.io", name, &[fe]).details(
-        name,
+    ApiError::invalid("TokenRequest.authentication.k8s.io", "", &[fe]).details(
+        "",
         "authentication.k8s.io",
         "TokenRequest",
     )
@@ -162,12 +163,11 @@ pub fn token_request(key: &TokenKey, sa: &Value, body: &[u8]) -> Result<Value, A
         Some(v) => {
             let secs = v
                 .as_i64()
-                .ok_or_else(|| invalid(&name, "spec.expirationSeconds", "must be an integer"))?;
+                .ok_or_else(|| invalid("spec.expirationSeconds", "must be an integer"))?;
             if secs < MIN_EXPIRATION {
                 return Err(invalid(
-                    &name,
                     "spec.expirationSeconds",
-                    "may not specify a duration less than 10 minutes",
+                    &format!("{secs}: may not specify a duration less than 10 minutes"),
                 ));
             }
             secs.min(MAX_EXPIRATION)
@@ -181,13 +181,14 @@ pub fn token_request(key: &TokenKey, sa: &Value, body: &[u8]) -> Result<Value, A
     let claims = Claims {
         ns: ns.clone(),
         name: name.clone(),
-        uid,
+        uid: uid.clone(),
         exp: now.saturating_add(expiration),
     };
     Ok(json!({
         "kind": "TokenRequest",
         "apiVersion": "authentication.k8s.io/v1",
-        "metadata": {"name": name, "namespace": ns, "creationTimestamp": rfc3339(now)},
+        // The ServiceAccount's name, namespace and uid, as kube-apiserver fills them in.
+        "metadata": {"name": name, "namespace": ns, "uid": uid, "creationTimestamp": rfc3339(now)},
         "spec": {"audiences": audiences, "expirationSeconds": expiration, "boundObjectRef": null},
         "status": {"token": issue(key, &claims), "expirationTimestamp": rfc3339(claims.exp)}
     }))

@@ -344,6 +344,7 @@ fn kind_fields(group: &str, plural: &str) -> &'static [&'static str] {
             "type",
         ],
         ("", "secrets") => &["type"],
+        ("batch", "jobs") => &["status.successful"],
         ("", "namespaces") => &["status.phase"],
         ("", "nodes") => &["spec.unschedulable"],
         _ => &[],
@@ -381,13 +382,26 @@ impl FieldSelector {
 
     /// 400's message when a path is not selectable on this kind, as the real server refuses it.
     pub fn check_supported(&self, group: &str, plural: &str) -> Result<(), SelectorError> {
+        self.check_supported_on(group, plural, false)
+    }
+
+    /// As [`Self::check_supported`]; a built-in kind with no fields of its own (a ConfigMap) is refused
+    /// in the words of apimachinery's default conversion, kube-apiserver's for such kinds.
+    pub fn check_supported_on(&self, group: &str, plural: &str, builtin: bool) -> Result<(), SelectorError> {
+        let fields = kind_fields(group, plural);
         for (path, _, _) in &self.0 {
-            let ok = path == "metadata.name"
-                || path == "metadata.namespace"
-                || kind_fields(group, plural).contains(&path.as_str());
-            if !ok {
-                return Err(SelectorError(format!("field label not supported: {path}")));
+            let ok =
+                path == "metadata.name" || path == "metadata.namespace" || fields.contains(&path.as_str());
+            if ok {
+                continue;
             }
+            return Err(SelectorError(if builtin && fields.is_empty() {
+                format!(
+                    "{path:?} is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+                )
+            } else {
+                format!("field label not supported: {path}")
+            }));
         }
         Ok(())
     }
@@ -397,6 +411,14 @@ impl FieldSelector {
             // Only Events select on `source`, and it is computed, not a path (`events.rs`).
             if path == "source" {
                 return (super::event_fields::source_field(obj) == *want) == *eq;
+            }
+            // Jobs select on `status.successful`: the count `status.succeeded`, 0 when unset.
+            if path == "status.successful" {
+                let n = obj
+                    .pointer("/status/succeeded")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0);
+                return (n.to_string() == *want) == *eq;
             }
             let mut cur = Some(obj);
             for seg in path.split('.') {

@@ -233,7 +233,12 @@ fn patch_refused(e: patch::PatchError) -> ApiError {
         ),
         400 => ApiError::bad_request(e.to_string()),
         500 => ApiError::new(500, "", e.to_string()),
-        code => ApiError::new(code, "Invalid", e.to_string()),
+        // kube-apiserver answers a JSON patch that does not apply with its generic 422, which keeps
+        // no cause: the operation and path are lost to the client there as here.
+        code @ 422 if matches!(e, patch::PatchError::JsonPatchFailed(_)) => {
+            ApiError::new(code, "Invalid", patch::PatchError::UnusableOperation.to_string()).generic()
+        }
+        code => ApiError::new(code, "Invalid", e.to_string()).generic(),
     }
 }
 
@@ -761,10 +766,25 @@ fn encode_continue(rv: u64, ns: &str, name: &str) -> String {
 }
 
 fn decode_continue(tok: &str) -> Result<(u64, String, String), ApiError> {
-    let bad = || ApiError::bad_request(format!("continue key is not valid: {tok}"));
+    let bad = || {
+        ApiError::bad_request(format!(
+            "invalid continue token: continue key is not valid: {tok}"
+        ))
+    };
+    // A token that is not base64 is refused in the words of Go's decoder, as kube-apiserver's is.
     let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(tok)
-        .map_err(|_| bad())?;
+        .map_err(|e| {
+            use base64::DecodeError as E;
+            let at = match e {
+                E::InvalidByte(at, _) | E::InvalidLastSymbol(at, _) => at,
+                E::InvalidLength(n) => n.saturating_sub(1),
+                E::InvalidPadding => tok.len().saturating_sub(1),
+            };
+            ApiError::bad_request(format!(
+                "invalid continue token: continue key is not valid: illegal base64 data at input byte {at}"
+            ))
+        })?;
     let s = String::from_utf8(raw).map_err(|_| bad())?;
     let mut parts = s.splitn(3, '|');
     let rv = parts.next().and_then(|r| r.parse().ok()).ok_or_else(bad)?;
@@ -1381,9 +1401,10 @@ impl Store {
             ));
         }
         if meta_str(&doc, "name") != name {
-            return Err(ApiError::bad_request(
-                "metadata.name cannot be changed by a patch",
-            ));
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({}) does not match the name on the URL ({name})",
+                meta_str(&doc, "name")
+            )));
         }
         let fields = match kind {
             PatchKind::Apply => meta_mut(&mut doc).remove("managedFields"),
@@ -1491,25 +1512,28 @@ impl Store {
         opts: &DeleteOptions,
     ) -> Result<(), ApiError> {
         let checks = [
-            ("UID", "uid", &opts.uid),
-            ("ResourceVersion", "resourceVersion", &opts.resource_version),
+            ("UID", "uid", &opts.uid, "deleted and then recreated"),
+            (
+                "ResourceVersion",
+                "resourceVersion",
+                &opts.resource_version,
+                "modified",
+            ),
         ];
-        for (label, field, want) in checks {
+        for (label, field, want, why) in checks {
             let Some(want) = want else { continue };
             let have = meta_str(obj, field);
             if want != have {
-                let why = format!(
-                    "Precondition failed: {label} in precondition: {want}, {label} in object meta: {have}"
-                );
+                // kube-apiserver's wording, naming the kind (its storage layer's precondition check).
                 return Err(ApiError::new(
                     409,
                     "Conflict",
                     format!(
-                        "Operation cannot be fulfilled on {} \"{name}\": {why}",
-                        info.qualified_plural()
+                        "Operation cannot be fulfilled on {} \"{name}\": the {label} in the precondition ({want}) does not match the {label} in record ({have}). The object might have been {why}",
+                        info.qualified_kind()
                     ),
                 )
-                .details(name, &info.group, &info.plural));
+                .details(name, &info.group, &info.kind));
             }
         }
         Ok(())

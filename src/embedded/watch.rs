@@ -130,7 +130,8 @@ async fn run(store: Arc<Store>, req: &WatchRequest, tx: Tx, bookmark_interval: D
             return;
         }
     }
-    if req.send_initial_events && tx.send(Ok(req.bookmark(start.rv, true))).await.is_err() {
+    // The end of the initial events is a bookmark, sent only to a client that takes bookmarks.
+    if req.send_initial_events && req.bookmarks && tx.send(Ok(req.bookmark(start.rv, true))).await.is_err() {
         return;
     }
     for ev in &start.replay {

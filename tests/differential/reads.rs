@@ -207,10 +207,13 @@ pub fn watches() -> Vec<Sequence> {
             ],
         ),
         seq(
-            "watch with sendInitialEvents but no bookmarks is refused",
-            vec![watch(&format!(
-                "{CM}?sendInitialEvents=true&resourceVersionMatch=NotOlderThan"
-            ))],
+            "watch with sendInitialEvents but no bookmarks",
+            vec![
+                post(CM, cm("c1", json!({}))),
+                watch(&format!(
+                    "{CM}?sendInitialEvents=true&resourceVersionMatch=NotOlderThan"
+                )),
+            ],
         ),
         seq(
             "watch of custom resources from resourceVersion 0",

@@ -107,7 +107,16 @@ async fn reconcile(svc: Arc<Service>, client: Arc<kube::Client>) -> Result<Actio
     let api: Api<EndpointSlice> = Api::namespaced((*client).clone(), &ns);
     if let Some(current) = api.get_opt(&name).await? {
         let cur = serde_json::to_value(&current).unwrap_or(Value::Null);
-        if cur.get("endpoints").unwrap_or(&json!([])) == &slice["endpoints"]
+        // A slice left by an earlier Service of the same name is still owned by it, and the garbage
+        // collector will delete it: it is rewritten for this Service even when its endpoints agree.
+        let owned = current
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| Some(&o.uid) == svc.metadata.uid.as_ref());
+        if owned
+            && cur.get("endpoints").unwrap_or(&json!([])) == &slice["endpoints"]
             && cur.get("ports") == slice.get("ports")
         {
             return Ok(Action::await_change());
@@ -125,6 +134,12 @@ fn error_policy(_: Arc<Service>, _: &SimError, _: Arc<kube::Client>) -> Action {
 pub async fn run(client: kube::Client) {
     let ctrl = Controller::new(Api::<Service>::all(client.clone()), watcher::Config::default());
     let services = ctrl.store();
+    // A slice deleted under it (the garbage collector taking a slice a Service of the same name left)
+    // is written again: its Service is reconciled when one of its slices changes or goes.
+    let ctrl = ctrl.owns(
+        Api::<EndpointSlice>::all(client.clone()),
+        watcher::Config::default().labels(&format!("endpointslice.kubernetes.io/managed-by={MANAGER}")),
+    );
     // Any pod change may change any Service's slice in its namespace.
     ctrl.watches(
         Api::<Pod>::all(client.clone()),
