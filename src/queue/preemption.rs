@@ -51,6 +51,9 @@ pub struct Candidate<'a> {
     pub floor: Option<&'a FrAmounts>,
 }
 
+/// Whether the preemptor's topology placement succeeds with the given workloads gone.
+pub type TasFits<'a> = dyn Fn(&[&WorkloadKey]) -> bool + 'a;
+
 pub struct Preemptor<'a> {
     pub cq_idx: usize,
     pub cq: &'a ClusterQueueModel,
@@ -62,7 +65,7 @@ pub struct Preemptor<'a> {
     pub contested: &'a BTreeSet<FlavorResource>,
     /// Whether the preemptor's TAS podsets find room in their topologies with these workloads gone
     /// (Kueue's `workloadFits` runs `FindTopologyAssignmentsForWorkload`); `None` when it has none.
-    pub tas_fits: Option<&'a dyn Fn(&[&WorkloadKey]) -> bool>,
+    pub tas_fits: Option<&'a TasFits<'a>>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1759,7 +1759,7 @@ impl AdmissionCore {
             queue_timestamp: p.model.timestamp,
             usage: &e.assignment.usage,
             contested: &e.assignment.preempt_frs,
-            tas_fits: has_tas.then_some(&tas_fits as &dyn Fn(&[&WorkloadKey]) -> bool),
+            tas_fits: has_tas.then_some(&tas_fits as &super::preemption::TasFits<'_>),
         };
         match &self.fair_sharing {
             Some(fs) => fair_targets(tree.tree_mut(), &pre, &cands, &fs.strategies),
