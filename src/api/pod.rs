@@ -211,6 +211,33 @@ pub fn default_pod_in(
             name: SCHEDULING_GATE.to_string(),
         });
     }
+    // Kueue's webhook gates every managed pod for TAS and `prepare` lifts it when the admission is
+    // not topology-aware; here only the pods that ask for a topology are gated.
+    let asks_topology = pod.metadata.annotations.as_ref().is_some_and(|a| {
+        [
+            crate::api::kueue::tas::REQUIRED_TOPOLOGY,
+            crate::api::kueue::tas::PREFERRED_TOPOLOGY,
+            crate::api::kueue::tas::SLICE_REQUIRED_TOPOLOGY,
+            crate::api::kueue::tas::UNCONSTRAINED_TOPOLOGY,
+        ]
+        .iter()
+        .any(|k| a.contains_key(*k))
+    });
+    if asks_topology {
+        let gates = pod
+            .spec
+            .get_or_insert_with(Default::default)
+            .scheduling_gates
+            .get_or_insert_with(Vec::new);
+        if !gates
+            .iter()
+            .any(|g| g.name == crate::api::kueue::tas::TOPOLOGY_SCHEDULING_GATE)
+        {
+            gates.push(k8s_openapi::api::core::v1::PodSchedulingGate {
+                name: crate::api::kueue::tas::TOPOLOGY_SCHEDULING_GATE.to_string(),
+            });
+        }
+    }
     if group_name(&pod.metadata).is_some() {
         let hash = role_hash(&pod);
         pod.metadata

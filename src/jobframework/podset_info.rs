@@ -53,19 +53,21 @@ impl PodSetInfo {
             }
             info.tolerations.extend(spec.tolerations().iter().cloned());
         }
-        // Topology-aware placement: the pods go to the domain they were placed in. The labels of
-        // every level on which all domains agree become node selectors (all of them for a single
-        // domain), so a required level always holds; spreading pods over several domains of one
-        // level pod by pod (Kueue's topology ungater) is not done.
-        if let Some(ta) = &assignment.topology_assignment {
-            let domains = crate::api::kueue::tas::decode_assignment(ta);
-            if let Some(first) = domains.first() {
-                for (i, level) in ta.levels.iter().enumerate() {
-                    if domains.iter().all(|d| d.values[i] == first.values[i]) {
-                        info.node_selector.insert(level.clone(), first.values[i].clone());
-                    }
-                }
+        // Topology-aware placement (Kueue's `FromAssignment`): the pods are created behind the topology
+        // gate, which the topology ungater lifts pod by pod with its domain's node selector. A podset
+        // placed only because its ClusterQueue is TAS-only is marked unconstrained.
+        if assignment.topology_assignment.is_some() {
+            let req = podset.topology_request.as_ref();
+            if req.is_none_or(|r| r.preferred.is_none() && r.required.is_none() && r.unconstrained.is_none())
+            {
+                info.annotations.insert(
+                    crate::api::kueue::tas::UNCONSTRAINED_TOPOLOGY.to_string(),
+                    "true".to_string(),
+                );
             }
+            info.scheduling_gates.push(PodSchedulingGate {
+                name: crate::api::kueue::tas::TOPOLOGY_SCHEDULING_GATE.to_string(),
+            });
         }
         Ok(info)
     }
@@ -251,6 +253,14 @@ pub fn podsets_info_from_status(
             .filter(|p| p.name() == assignment.name)
             .ok_or_else(|| JobFrameworkError::UnknownPodSet(assignment.name.clone()))?;
         let mut info = PodSetInfo::from_assignment(assignment, podset, flavors)?;
+        // Kueue names the workload on every template (TAS being on); here on TAS podsets only, the
+        // ones whose pods the topology ungater looks for.
+        if assignment.topology_assignment.is_some() {
+            info.annotations.insert(
+                crate::api::kueue::tas::WORKLOAD_ANNOTATION.to_string(),
+                name.clone(),
+            );
+        }
         if elastic {
             let slice = wl
                 .metadata

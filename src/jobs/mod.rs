@@ -4,3 +4,4 @@
 pub mod batch;
 pub mod elastic;
 pub mod pod;
+pub mod tas;

@@ -226,6 +226,7 @@ impl AdmissionCore {
             queue_timestamp: w.timestamp,
             usage: &empty,
             contested: &short,
+            tas_fits: None,
         };
         let held_by = (&self.admitted, &self.admitted_by_cq);
         let Reach {

@@ -40,6 +40,9 @@ pub struct Assignment {
     pub reason: PendingReason,
     pub message: String,
     pub shortfalls: Vec<Shortfall>,
+    /// The quota fits but a TAS podset's topology has no room while it would on an empty one: it
+    /// preempts to free a domain (Kueue's TAS Preempt mode), and without victims it does not fit.
+    pub topology_preempt: bool,
 }
 
 impl Assignment {
@@ -54,6 +57,7 @@ impl Assignment {
             reason,
             message,
             shortfalls: Vec::new(),
+            topology_preempt: false,
         }
     }
 }
@@ -330,6 +334,7 @@ pub fn assign(ctx: &AssignCtx<'_>, wl: &WorkloadModel) -> Assignment {
         reason: PendingReason::Pending,
         message: String::new(),
         shortfalls: Vec::new(),
+        topology_preempt: false,
     };
     // Per podset that does not fit outright, Kueue's `Status`: what every flavor tried said.
     let mut messages: Vec<String> = Vec::new();

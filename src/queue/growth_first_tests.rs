@@ -97,6 +97,7 @@ fn search(
         queue_timestamp: 0,
         usage: &usage,
         contested: &contested,
+        tas_fits: None,
     };
     // A zero left where an amount was added and taken out again is no usage.
     let usage_of = |t: &QuotaTree| -> Vec<FrAmounts> {

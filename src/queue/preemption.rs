@@ -51,6 +51,9 @@ pub struct Candidate<'a> {
     pub floor: Option<&'a FrAmounts>,
 }
 
+/// Whether the preemptor's topology placement succeeds with the given workloads gone.
+pub type TasFits<'a> = dyn Fn(&[&WorkloadKey]) -> bool + 'a;
+
 pub struct Preemptor<'a> {
     pub cq_idx: usize,
     pub cq: &'a ClusterQueueModel,
@@ -60,6 +63,9 @@ pub struct Preemptor<'a> {
     /// removed from the tree by the caller).
     pub usage: &'a FrAmounts,
     pub contested: &'a BTreeSet<FlavorResource>,
+    /// Whether the preemptor's TAS podsets find room in their topologies with these workloads gone
+    /// (Kueue's `workloadFits` runs `FindTopologyAssignmentsForWorkload`); `None` when it has none.
+    pub tas_fits: Option<&'a TasFits<'a>>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -433,22 +439,30 @@ fn minimal<'a>(
     candidates: &[Elem<'a>],
     allow_borrowing: bool,
 ) -> Vec<Elem<'a>> {
+    // With TAS podsets, the topology must have room too with the chosen workloads gone.
+    let fits = |sim: &QuotaTree, gone: &[&Elem<'a>]| {
+        workload_fits(sim, p, allow_borrowing)
+            && p.tas_fits.is_none_or(|tas| {
+                let keys: Vec<&WorkloadKey> = gone.iter().map(|e| e.c.key).collect();
+                tas(&keys)
+            })
+    };
     // Every removal below is undone when `sim` drops, on every return path.
     let mut sim = tree.without();
     let mut removed: Vec<&Elem<'a>> = Vec::new();
-    let mut fits = false;
+    let mut fit = false;
     for e in candidates {
         if !still_valid(&sim, p, e, allow_borrowing) {
             continue;
         }
         sim.remove(e.c.cq_idx, e.c.usage);
         removed.push(e);
-        if workload_fits(&sim, p, allow_borrowing) {
-            fits = true;
+        if fits(&sim, &removed) {
+            fit = true;
             break;
         }
     }
-    if !fits {
+    if !fit {
         return Vec::new();
     }
     // Put back, most recently removed first (except the last, which made it fit), whatever is
@@ -456,7 +470,14 @@ fn minimal<'a>(
     let mut keep = vec![true; removed.len()];
     for i in (0..removed.len().saturating_sub(1)).rev() {
         sim.put_back(removed[i].c.cq_idx, removed[i].c.usage);
-        if workload_fits(&sim, p, allow_borrowing) {
+        let still: Vec<&Elem<'a>> = removed
+            .iter()
+            .zip(&keep)
+            .enumerate()
+            .filter(|(j, (_, k))| **k && *j != i)
+            .map(|(_, (e, _))| *e)
+            .collect();
+        if fits(&sim, &still) {
             keep[i] = false;
         } else {
             sim.remove(removed[i].c.cq_idx, removed[i].c.usage);

@@ -101,6 +101,7 @@ fn run(c: Case) {
         queue_timestamp: 0,
         usage: &usage,
         contested: &contested,
+        tas_fits: None,
     };
     assert_targets(&mut tree, &p, &cands, &c.want, c.name);
 }

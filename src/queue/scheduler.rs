@@ -1084,11 +1084,22 @@ impl AdmissionCore {
                 self.tas
                     .place_workload(&self.flavors, tas_only, w, &mut assignment.podsets, admitted)
             {
-                // Kueue: a podset with no room in its topology does not fit (it waits, or preempts
-                // when quota is short too); preemption that frees a domain is not done here.
-                assignment.mode = Mode::NoFit;
+                // Kueue: a podset with no room in its topology preempts to free a domain when it
+                // would fit the topology with nothing admitted (`WithSimulateEmpty`), marking the
+                // TAS flavors' resources as needing preemption; else it does not fit.
+                let mut trial = assignment.podsets.clone();
+                let empty = self
+                    .tas
+                    .place_workload(&self.flavors, tas_only, w, &mut trial, std::iter::empty())
+                    .is_ok();
+                assignment.mode = if empty { Mode::Preempt } else { Mode::NoFit };
+                assignment.topology_preempt = empty;
                 assignment.reason = PendingReason::Pending;
                 assignment.message = message;
+                if empty {
+                    let tas_frs = self.tas_flavor_resources(&assignment.podsets);
+                    assignment.preempt_frs.extend(tas_frs);
+                }
             }
         }
         Ok(Entry {
@@ -1120,6 +1131,10 @@ impl AdmissionCore {
             return;
         }
         let targets = self.choose_victims(&mut e, old.as_ref(), cy);
+        if e.assignment.mode == Mode::Preempt && targets.is_empty() && e.assignment.topology_preempt {
+            // No victim frees a domain: it waits for room, as a podset that does not fit.
+            e.assignment.mode = Mode::NoFit;
+        }
         match e.assignment.mode {
             Mode::NoFit => self.no_fit(e, &key, strict, cy),
             Mode::Preempt => self.preempt(e, targets, old.as_ref(), &key, strict, cy),
@@ -1717,6 +1732,26 @@ impl AdmissionCore {
                 }
             }
         }
+        // With TAS podsets the victims must also leave room in the topology (Kueue's `workloadFits`).
+        let (tas, flavors, admitted) = (&self.tas, &self.flavors, &self.admitted);
+        let tas_only = {
+            let mut fs = cq.resource_groups.iter().flat_map(|g| &g.flavors).peekable();
+            fs.peek().is_some() && fs.all(|fq| flavors.get(&fq.name).is_some_and(|f| f.topology.is_some()))
+        };
+        let has_tas = e.assignment.podsets.iter().any(|psa| {
+            psa.flavors
+                .values()
+                .any(|f| flavors.get(f).is_some_and(|f| f.topology.is_some()))
+        });
+        let tas_fits = |gone: &[&WorkloadKey]| {
+            let held = admitted
+                .iter()
+                .filter(|(k, _)| !gone.contains(k) && Some(*k) != replaced.map(|(k, _)| k))
+                .map(|(_, a)| (&a.model, &a.admission));
+            let mut podsets = e.assignment.podsets.clone();
+            tas.place_workload(flavors, tas_only, &p.model, &mut podsets, held)
+                .is_ok()
+        };
         let pre = Preemptor {
             cq_idx: e.cq_idx,
             cq,
@@ -1724,11 +1759,22 @@ impl AdmissionCore {
             queue_timestamp: p.model.timestamp,
             usage: &e.assignment.usage,
             contested: &e.assignment.preempt_frs,
+            tas_fits: has_tas.then_some(&tas_fits as &super::preemption::TasFits<'_>),
         };
         match &self.fair_sharing {
             Some(fs) => fair_targets(tree.tree_mut(), &pre, &cands, &fs.strategies),
             None => find_targets(tree.tree_mut(), &pre, &cands),
         }
+    }
+
+    /// The (flavor, resource) pairs of `podsets` assigned to a flavor that names a topology.
+    fn tas_flavor_resources(&self, podsets: &[super::model::PodSetAssignment]) -> Vec<FlavorResource> {
+        podsets
+            .iter()
+            .flat_map(|psa| psa.flavors.iter())
+            .filter(|(_, f)| self.flavors.get(*f).is_some_and(|f| f.topology.is_some()))
+            .map(|(r, f)| FlavorResource::new(f, r))
+            .collect()
     }
 
     /// Returns whether admission fair sharing moved the admitted workload's LocalQueue.
@@ -1871,6 +1917,7 @@ fn simulate_preemption(
         queue_timestamp: w.timestamp,
         usage: &usage,
         contested: &contested,
+        tas_fits: None,
     };
     let cqs = tree.cqs_under(tree.root(cq_idx));
     let in_tree = || {

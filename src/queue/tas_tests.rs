@@ -551,6 +551,112 @@ mod core {
         );
     }
 
+    /// A core whose ClusterQueue preempts lower priorities within itself (quota ample: the topology
+    /// is the limit), over `nodes` with the Topology `lv`.
+    fn preempting_core(nodes: Vec<TasNode>, lv: Vec<String>, cpu_quota: i64) -> AdmissionCore {
+        let mut c = AdmissionCore::new();
+        c.upsert_cluster_queue(
+            ClusterQueueModel::build("cq")
+                .flavor("tas", &[("cpu", cpu_quota)])
+                .within(crate::queue::model::WithinClusterQueue::LowerPriority),
+        )
+        .unwrap();
+        c.upsert_flavor(FlavorModel::build("tas").with_topology("default"));
+        c.set_tas_cluster(TasCluster::new([("default".to_string(), lv)].into(), nodes));
+        c
+    }
+
+    fn evicted(res: &crate::queue::CycleResult) -> Vec<String> {
+        let mut v: Vec<String> = res.evictions.iter().map(|e| e.key.name.clone()).collect();
+        v.sort();
+        v
+    }
+
+    /// Kueue test/integration/singlecluster/tas/tas_test.go, "Preemption is enabled within
+    /// ClusterQueue": "should preempt the low and mid priority workloads to fit the high-priority
+    /// workload". Two hosts of 5 CPU in one block (b1: r1/x2, r2/x1), quota 20 CPU: the quota fits
+    /// the high-priority workload's 2 pods of 5 CPU, the block does not until both others go.
+    #[test]
+    fn a_higher_priority_workload_preempts_to_free_its_topology() {
+        let nodes = vec![
+            brh("b1", "r1", "x2", 5000, 5 * GI, 10),
+            brh("b1", "r2", "x1", 5000, 5 * GI, 10),
+        ];
+        let mut c = preempting_core(nodes, three(), 20_000);
+        let w = |name: &str, count: i64, prio: i32, at: i64| {
+            WorkloadModel::build("ns", name, "cq")
+                .podset(PodSetModel::build("worker", count, &[("cpu", 5000)]).with_topology(preferred(BLOCK)))
+                .priority(prio)
+                .at(at)
+        };
+        c.add_workload(w("wl1", 1, 1, 0)).unwrap();
+        assert_eq!(c.schedule_cycle(1).admissions.len(), 1);
+        c.add_workload(w("wl2", 1, 2, 1)).unwrap();
+        assert_eq!(c.schedule_cycle(2).admissions.len(), 1);
+        c.add_workload(w("wl3", 2, 3, 2)).unwrap();
+        let res = c.schedule_cycle(3);
+        assert_eq!(evicted(&res), vec!["wl1", "wl2"], "{res:?}");
+        assert!(res.admissions.is_empty());
+        // Not admitted while the victims still hold their hosts, and not evicted twice.
+        let res = c.schedule_cycle(4);
+        assert!(res.admissions.is_empty() && res.evictions.is_empty(), "{res:?}");
+        c.release(&WorkloadKey::new("ns", "wl1"));
+        c.release(&WorkloadKey::new("ns", "wl2"));
+        let res = c.schedule_cycle(5);
+        assert_eq!(res.admissions.len(), 1, "{res:?}");
+        assert_eq!(res.admissions[0].key, WorkloadKey::new("ns", "wl3"));
+    }
+
+    /// A rack needed by a higher priority: only the lower-priority workload in the rack it needs is
+    /// preempted (the fewest victims), not one in another rack; an equal priority is not preempted,
+    /// and a podset no rack could hold even empty does not preempt at all.
+    #[test]
+    fn a_required_rack_preempts_only_inside_the_rack_it_frees() {
+        let mut c = preempting_core(default_nodes(), two(), 100_000);
+        let w = |name: &str, count: i64, prio: i32, at: i64| {
+            wl(name, count, required(RACK)).priority(prio).at(at)
+        };
+        // low-a takes b1/r2 (3 CPU), low-b the rack with 2 (b2/r2).
+        c.add_workload(w("low-a", 3, 1, 0)).unwrap();
+        c.add_workload(w("low-b", 2, 1, 1)).unwrap();
+        assert_eq!(c.schedule_cycle(1).admissions.len(), 2);
+        // 3 pods in one rack: only b1/r2 can hold them, so low-a goes and low-b stays.
+        c.add_workload(w("high", 3, 5, 2)).unwrap();
+        let res = c.schedule_cycle(2);
+        assert_eq!(evicted(&res), vec!["low-a"], "{res:?}");
+        c.release(&WorkloadKey::new("ns", "low-a"));
+        let res = c.schedule_cycle(3);
+        assert_eq!(res.admissions.len(), 1, "{res:?}");
+        let p = res.admissions[0].admission.pod_set_assignments[0]
+            .topology
+            .clone()
+            .unwrap();
+        assert_eq!(
+            p.domains,
+            vec![DomainAssignment {
+                values: levels(&["b1", "r2"]),
+                count: 3
+            }]
+        );
+        // An equal priority does not preempt high: it waits, naming the topology.
+        c.add_workload(w("peer", 3, 5, 3)).unwrap();
+        let res = c.schedule_cycle(4);
+        assert!(res.evictions.is_empty(), "{res:?}");
+        let (reason, msg) = c.pending_reason(&WorkloadKey::new("ns", "peer")).unwrap();
+        assert_eq!(reason, PendingReason::Pending);
+        assert!(
+            msg.contains(r#"topology "default" allows to fit only 1 out of 3 pod(s)"#),
+            "{msg}"
+        );
+        // 4 pods in one rack fit no rack even empty: no preemption, Kueue's message.
+        c.add_workload(w("huge", 4, 9, 4)).unwrap();
+        let res = c.schedule_cycle(5);
+        assert!(res.evictions.is_empty(), "{res:?}");
+        let (reason, msg) = c.pending_reason(&WorkloadKey::new("ns", "huge")).unwrap();
+        assert_eq!(reason, PendingReason::Pending);
+        assert!(msg.contains("allows to fit only"), "{msg}");
+    }
+
     #[test]
     fn a_podset_without_a_request_does_not_take_a_tas_flavor_unless_the_queue_is_tas_only() {
         // TAS-only ClusterQueue: placed as unconstrained (Kueue's implied TAS).

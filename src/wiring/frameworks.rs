@@ -80,6 +80,13 @@ pub fn spawn(f: Frameworks, jobs: &JobContext, cancel: &CancellationToken) -> Ve
             c.cancelled().await
         })));
     }
+    // Kueue's topology ungater: whatever the kind, a TAS workload's pods wait behind the topology gate
+    // until it lifts it with their domain's node selector.
+    let c = cancel.clone();
+    tasks.push(tokio::spawn(crate::jobs::tas::controller::run(
+        jobs.clone(),
+        async move { c.cancelled().await },
+    )));
     if f.pod {
         // Single Pods through the generic reconciler; groups (one Workload, many Pods) by their own.
         tasks.push(spawn_kind::<PodJob>(jobs, cancel));

@@ -8,8 +8,12 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams, PostParams};
 use quotagate::api::kueue::constants::label;
-use quotagate::api::kueue::tas::{REQUIRED_TOPOLOGY, decode_assignment};
-use quotagate::api::kueue::{ClusterQueue, ResourceFlavor, Topology, TopologyLevel, TopologySpec, Workload};
+use quotagate::api::kueue::tas::{
+    REQUIRED_TOPOLOGY, TOPOLOGY_SCHEDULING_GATE, WORKLOAD_ANNOTATION, decode_assignment,
+};
+use quotagate::api::kueue::{
+    ClusterQueue, ResourceFlavor, Topology, TopologyLevel, TopologySpec, Workload, WorkloadPriorityClass,
+};
 use quotagate::embedded::sim::{self, SimConfig, node, nodes};
 use quotagate::jobframework::names::NameLength;
 use quotagate::jobframework::workload::workload_name_for_job;
@@ -38,9 +42,18 @@ async fn workload_of(c: &Cluster, name: &str) -> String {
     workload_name_for_job(&BatchJob::new(stored), NameLength::Long).unwrap()
 }
 
-/// rack-a: two nodes of 2 cpu; rack-b: one node of 2 cpu; all in the flavor's node group.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_required_rack_lands_in_one_rack_or_waits_naming_why() {
+/// A cluster with rack-a (two nodes of 2 cpu) and rack-b (one node of 2 cpu), all in the flavor's
+/// node group, a Topology of `levels`, the TAS flavor naming it, and `lq` -> `cq`. The node agent runs
+/// until the returned guard drops.
+async fn racks(levels: &[&str]) -> (Cluster, tokio_util::sync::DropGuard) {
+    racks_with(levels, None).await
+}
+
+/// [`racks`] with the ClusterQueue's `spec.preemption`.
+async fn racks_with(
+    levels: &[&str],
+    preemption: Option<serde_json::Value>,
+) -> (Cluster, tokio_util::sync::DropGuard) {
     let c = Cluster::start(Limits::default().cq("cq", 100_000)).await;
     let pools = vec![
         nodes::parse_pool(&format!(
@@ -66,7 +79,6 @@ async fn a_required_rack_lands_in_one_rack_or_waits_naming_why() {
         },
         cancel.clone(),
     );
-    let _sims = cancel.drop_guard();
     let topologies: Api<Topology> = Api::all(c.client.clone());
     topologies
         .create(
@@ -74,9 +86,12 @@ async fn a_required_rack_lands_in_one_rack_or_waits_naming_why() {
             &Topology::new(
                 "default",
                 TopologySpec {
-                    levels: vec![TopologyLevel {
-                        node_label: RACK.into(),
-                    }],
+                    levels: levels
+                        .iter()
+                        .map(|l| TopologyLevel {
+                            node_label: l.to_string(),
+                        })
+                        .collect(),
                 },
             ),
         )
@@ -92,13 +107,19 @@ async fn a_required_rack_lands_in_one_rack_or_waits_naming_why() {
     )
     .await
     .unwrap();
-    c.cluster_queue(with_all_namespaces(
-        ClusterQueue::build("cq")
-            .flavor("tas-flavor", [("cpu", "100")])
-            .build(),
-    ))
-    .await;
+    let mut cq = ClusterQueue::build("cq")
+        .flavor("tas-flavor", [("cpu", "100")])
+        .build();
+    cq.spec.preemption = preemption.map(|p| serde_json::from_value(p).unwrap());
+    c.cluster_queue(with_all_namespaces(cq)).await;
     c.local_queue("lq", "cq").await;
+    (c, cancel.drop_guard())
+}
+
+/// rack-a: two nodes of 2 cpu; rack-b: one node of 2 cpu; all in the flavor's node group.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_required_rack_lands_in_one_rack_or_waits_naming_why() {
+    let (c, _sims) = racks(&[RACK]).await;
     let jobs: Api<Job> = Api::namespaced(c.client.clone(), "default");
     let wls = c.workloads();
 
@@ -196,4 +217,203 @@ async fn a_required_rack_lands_in_one_rack_or_waits_naming_why() {
     let domains = decode_assignment(&ta);
     assert_eq!(domains.len(), 1);
     assert_eq!((domains[0].values[0].as_str(), domains[0].count), ("rack-a", 3));
+}
+
+/// Kueue's topology ungater (pkg/controller/tas/topology_ungater.go; its integration counterpart is
+/// tas_test.go "should admit workload which fits in a required topology domain", checking the pods'
+/// node selectors): with hostnames as the lowest level, the assignment names single nodes; the Job's
+/// pods are created behind the `kueue.x-k8s.io/topology` gate and let through one by one with their
+/// node's hostname, exactly as many per node as the assignment says, so each lands on its node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_are_ungated_onto_the_nodes_of_their_assigned_domain() {
+    const HOST: &str = "kubernetes.io/hostname";
+    let (c, _sims) = racks(&[RACK, HOST]).await;
+    let jobs: Api<Job> = Api::namespaced(c.client.clone(), "default");
+    let wls = c.workloads();
+    jobs.create(&PostParams::default(), &job("spread", 3, "sleep 30"))
+        .await
+        .unwrap();
+    let name = workload_of(&c, "spread").await;
+    let wl = wait_for(&wls, &name, "admitted", |w: &Workload| reserved(w)).await;
+    let ta = wl.admission().unwrap().pod_set_assignments[0]
+        .topology_assignment
+        .clone()
+        .expect("a topologyAssignment");
+    assert_eq!(
+        ta.levels,
+        vec![HOST.to_string()],
+        "only the lowest level, hostnames"
+    );
+    let mut assigned: std::collections::BTreeMap<String, usize> = decode_assignment(&ta)
+        .into_iter()
+        .map(|d| (d.values[0].clone(), d.count as usize))
+        .collect();
+    assert_eq!(assigned.values().sum::<usize>(), 3);
+
+    // The running Job's template carries the gate and names the Workload.
+    let started = wait_for(&jobs, "spread", "started", |j: &Job| {
+        j.spec.as_ref().is_some_and(|s| s.suspend == Some(false))
+    })
+    .await;
+    let template = started.spec.unwrap().template;
+    let gates: Vec<String> = template
+        .spec
+        .as_ref()
+        .and_then(|s| s.scheduling_gates.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|g| g.name)
+        .collect();
+    assert_eq!(gates, vec![TOPOLOGY_SCHEDULING_GATE.to_string()]);
+    assert_eq!(
+        template
+            .metadata
+            .as_ref()
+            .and_then(|m| m.annotations.as_ref())
+            .and_then(|a| a.get(WORKLOAD_ANNOTATION)),
+        Some(&name)
+    );
+
+    let rack_a: Vec<String> = Api::<Node>::all(c.client.clone())
+        .list(&ListParams::default().labels(&format!("{RACK}=rack-a")))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect();
+    assert!(
+        assigned.keys().all(|h| rack_a.contains(h)),
+        "{assigned:?} outside rack-a {rack_a:?}"
+    );
+    let pods: Api<Pod> = Api::namespaced(c.client.clone(), "default");
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    let bound = loop {
+        let list = pods
+            .list(&ListParams::default().labels("batch.kubernetes.io/job-name=spread"))
+            .await
+            .unwrap()
+            .items;
+        let bound: Vec<(String, String, Vec<String>)> = list
+            .iter()
+            .filter_map(|p| {
+                let spec = p.spec.as_ref()?;
+                Some((
+                    spec.node_name.clone()?,
+                    spec.node_selector.as_ref()?.get(HOST)?.clone(),
+                    spec.scheduling_gates
+                        .iter()
+                        .flatten()
+                        .map(|g| g.name.clone())
+                        .collect(),
+                ))
+            })
+            .collect();
+        if bound.len() == 3 {
+            break bound;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "pods of spread not all bound with a hostname selector: {list:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
+    for (node, selected, gates) in &bound {
+        assert_eq!(node, selected, "each pod runs on the node its selector names");
+        assert!(gates.is_empty(), "{gates:?}");
+        let left = assigned.get_mut(node).expect("a node of the assignment");
+        assert!(*left > 0, "more pods on {node} than assigned: {bound:?}");
+        *left -= 1;
+    }
+    assert!(assigned.values().all(|n| *n == 0), "{assigned:?}");
+}
+
+/// Kueue's TAS preemption (tas_test.go "Preemption is enabled within ClusterQueue"), with real pods:
+/// a high-priority Job needing a whole rack of 4 CPU preempts the low-priority Job holding rack-a,
+/// not the one in rack-b (which could never hold it), and then runs inside rack-a.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_higher_priority_job_preempts_the_rack_it_needs() {
+    let (c, _sims) = racks_with(
+        &[RACK],
+        Some(serde_json::json!({"withinClusterQueue": "LowerPriority"})),
+    )
+    .await;
+    Api::<WorkloadPriorityClass>::all(c.client.clone())
+        .create(
+            &PostParams::default(),
+            &quotagate::api::kueue::builders::workload_priority_class("high", 1000),
+        )
+        .await
+        .unwrap();
+    let jobs: Api<Job> = Api::namespaced(c.client.clone(), "default");
+    let wls = c.workloads();
+    jobs.create(&PostParams::default(), &job("low-a", 4, "sleep 3600"))
+        .await
+        .unwrap();
+    let low_a = workload_of(&c, "low-a").await;
+    wait_for(&wls, &low_a, "admitted", |w: &Workload| reserved(w)).await;
+    jobs.create(&PostParams::default(), &job("low-b", 2, "sleep 3600"))
+        .await
+        .unwrap();
+    let low_b = workload_of(&c, "low-b").await;
+    wait_for(&wls, &low_b, "admitted", |w: &Workload| reserved(w)).await;
+
+    let mut high = job("high", 4, "sleep 3600");
+    high.metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert(label::PRIORITY_CLASS.to_string(), "high".to_string());
+    jobs.create(&PostParams::default(), &high).await.unwrap();
+    let high = workload_of(&c, "high").await;
+    wait_for(&wls, &low_a, "preempted", |w: &Workload| {
+        condition(w, "Evicted").is_some_and(|(s, r, _)| s == "True" && r == "Preempted")
+    })
+    .await;
+    let wl = wait_for(&wls, &high, "admitted after low-a left", |w: &Workload| {
+        reserved(w)
+    })
+    .await;
+    let ta = wl.admission().unwrap().pod_set_assignments[0]
+        .topology_assignment
+        .clone()
+        .unwrap();
+    let domains = decode_assignment(&ta);
+    assert_eq!(domains.len(), 1);
+    assert_eq!((domains[0].values[0].as_str(), domains[0].count), ("rack-a", 4));
+    let b = wls.get(&low_b).await.unwrap();
+    assert!(reserved(&b), "low-b in rack-b is not preempted");
+    assert!(condition(&b, "Evicted").is_none_or(|(s, _, _)| s != "True"));
+    // high's pods run in rack-a.
+    let rack_a: Vec<String> = Api::<Node>::all(c.client.clone())
+        .list(&ListParams::default().labels(&format!("{RACK}=rack-a")))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect();
+    let pods: Api<Pod> = Api::namespaced(c.client.clone(), "default");
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let bound: Vec<String> = pods
+            .list(&ListParams::default().labels("batch.kubernetes.io/job-name=high"))
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .filter_map(|p| p.spec.as_ref()?.node_name.clone())
+            .collect();
+        if bound.len() == 4 {
+            assert!(
+                bound.iter().all(|n| rack_a.contains(n)),
+                "{bound:?} outside {rack_a:?}"
+            );
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "high's pods not all bound: {bound:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
 }

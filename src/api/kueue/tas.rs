@@ -23,6 +23,9 @@ pub const SLICE_SIZE: &str = "kueue.x-k8s.io/podset-slice-size";
 pub const PODSET_GROUP_NAME: &str = "kueue.x-k8s.io/podset-group-name";
 /// The scheduling gate a TAS pod waits behind until its domain's node selector is set.
 pub const TOPOLOGY_SCHEDULING_GATE: &str = "kueue.x-k8s.io/topology";
+/// Annotation on a TAS workload's pod templates naming the Workload (Kueue's `WorkloadAnnotation`), by
+/// which the topology ungater finds the workload's pods.
+pub const WORKLOAD_ANNOTATION: &str = "kueue.x-k8s.io/workload";
 /// The node label of the lowest level when a topology goes down to single nodes.
 pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
 /// Index label of a batch Job's pods (`batchv1.JobCompletionIndexAnnotation`).

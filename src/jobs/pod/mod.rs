@@ -13,13 +13,14 @@ pub mod group;
 pub mod group_controller;
 pub mod replacement;
 
-use k8s_openapi::api::core::v1::{Pod, PodCondition, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{Pod, PodCondition, PodSchedulingGate, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use kube::runtime::watcher;
 
 use crate::api::kueue::constants::DEFAULT_PODSET_NAME;
+use crate::api::kueue::tas::TOPOLOGY_SCHEDULING_GATE;
 use crate::api::kueue::{PodSet, Workload};
 use crate::api::pod as p;
 use crate::jobframework::{
@@ -52,9 +53,14 @@ pub fn managed_selector() -> String {
 /// Removes the admission gate and merges the admitted info into the Pod (Kueue's `prepare`).
 pub fn ungate(pod: &mut Pod, info: &PodSetInfo) -> Result<(), JobFrameworkError> {
     let spec = pod.spec.get_or_insert_with(Default::default);
+    let topology_gate = |g: &PodSchedulingGate| g.name == TOPOLOGY_SCHEDULING_GATE;
+    let had_topology_gate = spec.scheduling_gates.iter().flatten().any(topology_gate);
     merge_into_template(&mut pod.metadata, spec, info)?;
+    // A live pod's gates can only be removed: the topology gate stays if the webhook put it on and
+    // the admission is topology-aware (Kueue's `prepare`), and is never added.
+    let keep_topology_gate = had_topology_gate && info.scheduling_gates.iter().any(topology_gate);
     if let Some(gates) = spec.scheduling_gates.as_mut() {
-        gates.retain(|g| g.name != p::SCHEDULING_GATE);
+        gates.retain(|g| g.name != p::SCHEDULING_GATE && (!topology_gate(g) || keep_topology_gate));
     }
     if spec.scheduling_gates.as_ref().is_some_and(Vec::is_empty) {
         spec.scheduling_gates = None;

@@ -650,6 +650,7 @@ fn run(c: &Case) -> Result<(), String> {
         queue_timestamp: 1,
         usage: &usage,
         contested: &contested,
+        tas_fits: None,
     };
     let before: Vec<FrAmounts> = tree.nodes.iter().map(|n| n.usage.clone()).collect();
     let got: BTreeSet<(String, PreemptedReason)> = fair_targets(&mut tree, &p, &cands, &c.strategies)

@@ -257,6 +257,7 @@ pub(super) fn run(c: Case) {
         queue_timestamp: c.created,
         usage: &usage,
         contested: &contested,
+        tas_fits: None,
     };
     super::preemption_tests::assert_targets(&mut tree, &preemptor, &cands, &c.want, c.name);
 }

@@ -1,0 +1,111 @@
+//! The thin shell around [`super::pods_to_ungate`] (Kueue's `tas_topology_ungater` controller): a
+//! Workload wakes on its own changes and on those of the pods naming it (their workload annotation);
+//! each pass of a workload admitted by TAS reads its namespace's podset pods from the API (not a cache,
+//! so a pod ungated a moment ago is counted as such: Kueue keeps an expectations store for that) and
+//! patches each pod to let through, guarded by the pod's resourceVersion. Only the leader writes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+
+use super::{UngateError, is_admitted_by_tas, pod_workload, pods_to_ungate, ungated};
+use crate::api::kueue::Workload;
+use crate::api::kueue::constants::label;
+use crate::api::kueue::tas::WORKLOAD_ANNOTATION;
+use crate::api::merge_patch::guarded;
+use crate::jobframework::JobContext;
+use crate::kit::shell::{self, ReconcileError};
+use crate::kit::{RESYNC, became_leader};
+
+#[derive(Debug, thiserror::Error)]
+pub enum UngaterError {
+    #[error("kube: {0}")]
+    Kube(#[from] kube::Error),
+    #[error(transparent)]
+    Ungate(#[from] UngateError),
+    #[error("encoding a pod patch: {0}")]
+    Encode(String),
+}
+
+impl ReconcileError for UngaterError {
+    fn category(&self) -> &'static str {
+        match self {
+            UngaterError::Kube(_) => "api",
+            UngaterError::Ungate(_) => "offset",
+            UngaterError::Encode(_) => "encode",
+        }
+    }
+}
+
+struct Ctx {
+    client: Client,
+    leader: tokio::sync::watch::Receiver<bool>,
+}
+
+/// One pass for `wl`: lets through the pods its topology assignment places, each with its domain.
+async fn reconcile(wl: Arc<Workload>, ctx: Arc<Ctx>) -> Result<Action, UngaterError> {
+    if !*ctx.leader.borrow() {
+        return Ok(Action::requeue(Duration::from_secs(2)));
+    }
+    if !is_admitted_by_tas(&wl) {
+        return Ok(Action::await_change());
+    }
+    let ns = wl.namespace().unwrap_or_default();
+    let pods_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+    // Every admitted pod carries its podset label; the workload's are told apart by their annotation.
+    let pods = pods_api
+        .list(&ListParams::default().labels(label::PODSET))
+        .await?
+        .items;
+    for u in pods_to_ungate(&wl, &pods)? {
+        let patch = guarded(u.pod, &ungated(u.pod, &u.node_selector))
+            .map_err(|e| UngaterError::Encode(e.to_string()))?;
+        if let Some(p) = patch {
+            shell::ignore_not_found(
+                pods_api
+                    .patch(&u.pod.name_any(), &PatchParams::default(), &Patch::Merge(&p))
+                    .await,
+            )?;
+            tracing::debug!(pod = %u.pod.name_any(), workload = %wl.name_any(), selector = ?u.node_selector, "topology gate lifted");
+        }
+    }
+    // Pod events wake it; the resync is the safety net for a missed one.
+    Ok(Action::requeue(RESYNC))
+}
+
+/// Runs the topology ungater until `shutdown` completes.
+pub async fn run(ctx: JobContext, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
+    let client = ctx.client.clone();
+    let mut leader = ctx.leader.clone();
+    let controller = Controller::new(Api::<Workload>::all(client.clone()), watcher::Config::default())
+        .watches(
+            Api::<Pod>::all(client.clone()),
+            watcher::Config::default().labels(label::PODSET),
+            |pod: Pod| {
+                // Only TAS pods name their workload this way (Kueue's `IsTAS` filter).
+                pod.annotations().get(WORKLOAD_ANNOTATION)?;
+                let ns = pod.namespace()?;
+                let name = pod_workload(&pod)?;
+                Some(ObjectRef::<Workload>::new(name).within(&ns))
+            },
+        )
+        .graceful_shutdown_on(shutdown)
+        .reconcile_all_on(became_leader(&mut leader));
+    shell::run(
+        controller,
+        "tas-topology-ungater",
+        reconcile,
+        Arc::new(Ctx {
+            client,
+            leader: ctx.leader,
+        }),
+        |_| Duration::from_secs(1),
+    )
+    .await;
+}
