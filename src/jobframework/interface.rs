@@ -74,6 +74,12 @@ pub trait GenericJob {
     fn is_active(&self) -> bool;
     /// True when every pod of the job is ready.
     fn pods_ready(&self) -> bool;
+    /// Kueue v0.20 (KEP-13502): how the job's pods stand with the scheduler, for its Workload's
+    /// `PodsScheduled` condition and `unscheduledTimeout`. `None`: this kind's pods are not observed,
+    /// and only `timeout` applies to them.
+    fn pods_scheduling(&self) -> Option<crate::admission::PodsScheduling> {
+        None
+    }
 
     /// Whether the job's demand changes go through workload slices (Kueue: the `elastic-job`
     /// annotation).

@@ -505,6 +505,10 @@ pub struct JobContext {
     pub managed_kinds: Arc<Vec<GroupVersionKind>>,
     /// Kueue's waitForPodsReady: keep each job's Workload `PodsReady` condition from its pods.
     pub wait_for_pods_ready: bool,
+    /// Kueue v0.20's `PodsScheduledTrackingEnabled` (the `WaitForPodsReadyUnscheduledTimeout` gate
+    /// and a positive `unscheduledTimeout`): keep each Workload's `PodsScheduled` condition from its
+    /// job's pods, and say `WaitForScheduling` while they are not all scheduled.
+    pub track_pods_scheduled: bool,
     /// Where waitForPodsReady's time-to-ready histograms are observed.
     pub metrics: Arc<crate::admission::metrics::Metrics>,
     /// `manageJobsWithoutQueueName` and `managedJobsNamespaceSelector`.
@@ -646,7 +650,13 @@ pub async fn reconcile<J: JobKind>(obj: Arc<J::Object>, ctx: Arc<JobContext>) ->
     // Kueue writes PodsReady only on a reconcile that changed nothing else (its step 5): after any
     // other write the workloads read here are stale, and the change wakes the job again.
     if ctx.wait_for_pods_ready && matches!(step, Step::Nothing | Step::Start(_)) {
-        pass.write_pods_ready(job.pods_ready()).await?;
+        let scheduling = if ctx.track_pods_scheduled {
+            job.pods_scheduling()
+        } else {
+            None
+        };
+        pass.write_pods_ready(job.pods_ready(), scheduling.as_ref())
+            .await?;
     }
     job.after_step(&owned, &ctx).await?;
     Ok(match step {
@@ -1045,8 +1055,14 @@ impl<J: JobKind> Pass<'_, J> {
         Ok(())
     }
 
-    /// Keeps each live Workload's PodsReady condition (and Kueue's time-to-ready metrics) from the job.
-    async fn write_pods_ready(&self, ready: bool) -> Result<(), JobError> {
+    /// Keeps each live Workload's PodsReady condition (and Kueue's time-to-ready metrics) from the job,
+    /// and with `scheduling` (Kueue v0.20's unscheduled-pods tracking) its PodsScheduled condition,
+    /// both in one write.
+    async fn write_pods_ready(
+        &self,
+        ready: bool,
+        scheduling: Option<&crate::admission::PodsScheduling>,
+    ) -> Result<(), JobError> {
         // A workload that never had the condition gets it once admitted: written while it is still
         // pending, it would race the admission's own status write for nothing.
         let shows = |w: &Workload| {
@@ -1062,9 +1078,20 @@ impl<J: JobKind> Pass<'_, J> {
             .filter(|w| w.metadata.deletion_timestamp.is_none() && !w.is_finished() && shows(w))
         {
             let now = jiff::Timestamp::now();
-            if let Some(status) = crate::admission::pods_ready_condition(wl, ready, now) {
-                let mut obj = wl.clone();
-                obj.status = Some(status.clone());
+            let mut obj = wl.clone();
+            let mut changed = false;
+            if let Some(status) =
+                scheduling.and_then(|p| crate::admission::pods_scheduled_condition(&obj, p, now))
+            {
+                obj.status = Some(status);
+                changed = true;
+            }
+            let tracking = self.ctx.track_pods_scheduled;
+            if let Some(status) = crate::admission::pods_ready_condition(&obj, ready, tracking, now) {
+                obj.status = Some(status);
+                changed = true;
+            }
+            if let (true, Some(status)) = (changed, obj.status.clone()) {
                 self.wl_api
                     .replace_status(&wl.name_any(), &PostParams::default(), &obj)
                     .await?;
