@@ -895,3 +895,154 @@ async fn the_time_to_ready_is_observed_once_a_job_is_ready() {
         "not evicted:\n{text}"
     );
 }
+
+/// Kueue v0.20's `waitForPodsReady.unscheduledTimeout` (KEP-13502, kueue#15402 "Implement workload
+/// eviction triggering by WaitForScheduling", #15434, the tracker of #15468; the expectations of
+/// `pkg/controller/core/workload_controller_test.go` "evict with the WaitForScheduling cause when the
+/// unscheduledTimeout is exceeded" and of the KEP's "Eviction and requeue"), on the embedded cluster
+/// with nodes with capacity (`run --embedded --nodes 1 --node-capacity cpu=2,memory=8Gi`): a
+/// RayCluster whose worker asks 4 cpu fits the 8-cpu quota but no node, so the worker stays
+/// Pending/`Unschedulable`; its Workload shows `PodsScheduled=False`/`WaitForScheduling` and
+/// `PodsReady=False`/`WaitForScheduling`, and is evicted after the 2 s unscheduledTimeout, long before
+/// the 60 s timeout: `Evicted=True`/`PodsReadyTimeout` with Kueue's message, the event
+/// `EvictedDueToPodsReadyTimeoutDueToWaitForScheduling`, the PodsScheduled condition reset to the
+/// eviction's reason, and the cluster suspended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unscheduled_timeout_evicts_a_workload_whose_pods_fit_no_node() {
+    use k8s_openapi::api::core::v1::Pod;
+    use quotagate::embedded::sim::{SimConfig, node, nodes};
+    let _serial = SERIAL.lock().await;
+    let pools = vec![nodes::NodePool::plain(
+        1,
+        Some(&nodes::parse_capacity("cpu=2,memory=8Gi", ',').unwrap()),
+    )];
+    let sims = SimConfig {
+        node: Some(node::NodeAgentConfig {
+            nodes: nodes::expand(&pools, "sim-node")
+                .unwrap()
+                .into_iter()
+                .map(|(n, p)| (n, p.clone()))
+                .collect(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let mut c = Cluster::start_with_ray_sims(
+        quotagate::wiring::manager::embedded_server(),
+        Limits::default().cq("cq", 8000),
+        sims,
+    )
+    .await;
+    let started = std::time::Instant::now();
+    use_config(
+        &mut c,
+        PodsReadyConfig {
+            unscheduled_timeout: Some(Duration::from_secs(2)),
+            backoff_base_seconds: 600,
+            ..PodsReadyConfig::with_timeout(Duration::from_secs(60))
+        },
+    )
+    .await;
+    c.flavor("default").await;
+    c.cluster_queue(with_all_namespaces(cq_with("cq", "8").build()))
+        .await;
+    c.local_queue("lq", "cq").await;
+    let rcs: Api<quotagate::api::ray::RayCluster> = Api::namespaced(c.client.clone(), "default");
+    let mut rc = queued_ray_cluster("big", serde_json::json!({}));
+    let worker = &mut rc.spec.worker_group_specs.as_mut().unwrap()[0];
+    worker.template.spec.as_mut().unwrap().containers[0].resources =
+        Some(serde_json::from_value(serde_json::json!({"requests": {"cpu": "4"}})).unwrap());
+    rcs.create(&PostParams::default(), &rc).await.unwrap();
+    let name = reserved_workload(&c).await.metadata.name.unwrap();
+
+    // The worker fits the quota but no node: Pending, Unschedulable, with kube-scheduler's message.
+    let pods: Api<Pod> = Api::namespaced(c.client.clone(), "default");
+    let sel = ListParams::default().labels("ray.io/cluster=big,ray.io/node-type=worker");
+    let mut unschedulable = None;
+    for _ in 0..200 {
+        let items = pods.list(&sel).await.unwrap().items;
+        unschedulable = items.into_iter().find_map(|p| {
+            let s = p.status.as_ref()?;
+            let c = s
+                .conditions
+                .as_ref()?
+                .iter()
+                .find(|c| c.type_ == "PodScheduled")?;
+            (c.status == "False" && c.reason.as_deref() == Some("Unschedulable"))
+                .then(|| (s.phase.clone(), c.message.clone().unwrap_or_default()))
+        });
+        if unschedulable.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (phase, message) = unschedulable.expect("the worker is Unschedulable");
+    assert_eq!(phase.as_deref(), Some("Pending"));
+    assert!(
+        message.starts_with("0/1 nodes are available: 1 Insufficient cpu."),
+        "{message}"
+    );
+
+    // The Workload says so before its eviction.
+    let w = wait_for(&c.workloads(), &name, "PodsReady=False/WaitForScheduling", |w| {
+        condition(w, condition::PODS_READY).is_some_and(|p| p.1 == reason::WAIT_FOR_SCHEDULING)
+    })
+    .await;
+    assert_eq!(
+        condition(&w, condition::PODS_READY),
+        cond(
+            "False",
+            reason::WAIT_FOR_SCHEDULING,
+            "Not all pods are ready or succeeded"
+        )
+    );
+    let scheduled = condition(&w, condition::PODS_SCHEDULED);
+    assert!(
+        scheduled
+            == cond(
+                "False",
+                reason::WAIT_FOR_SCHEDULING,
+                "At least one required pod is not scheduled"
+            )
+            || condition(&w, condition::EVICTED).is_some_and(|e| e.0 == "True"),
+        "{scheduled:?}"
+    );
+
+    // Evicted by the unscheduledTimeout, not the 60 s timeout.
+    let w = evicted_by_timeout(&c, &name, 1).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(45),
+        "evicted by the unscheduledTimeout, not the timeout ({:?})",
+        started.elapsed()
+    );
+    assert_eq!(
+        condition(&w, condition::PODS_SCHEDULED),
+        cond(
+            "False",
+            reason::PODS_READY_TIMEOUT,
+            &format!("Exceeded the PodsReady timeout default/{name}")
+        )
+    );
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(c.client.clone(), "default");
+    let mut seen = false;
+    for _ in 0..100 {
+        seen = events
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .any(|e| {
+                e.reason.as_deref() == Some("EvictedDueToPodsReadyTimeoutDueToWaitForScheduling")
+                    && e.note.as_deref() == Some(&format!("Exceeded the PodsReady timeout default/{name}"))
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name.as_str())
+            });
+        if seen {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(seen, "the eviction event names WaitForScheduling");
+    wait_for(&rcs, "big", "suspended", |r| r.spec.suspend == Some(true)).await;
+    c.quota.assert_safe();
+}
