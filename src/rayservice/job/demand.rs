@@ -350,40 +350,12 @@ fn cluster_and_podset(p: &Pod) -> Option<(&String, String)> {
     Some((cluster, group))
 }
 
-/// How a cluster's pods stand with the scheduler, per podset, counted as Kueue v0.20's
-/// unscheduled-pods tracker counts them (KEP-13502): a pod bound to a node (`spec.nodeName`, or
-/// `PodScheduled=True`) that is neither finished nor being deleted counts, and so does one that
-/// succeeded; a failed pod or one being deleted does not, and needs a replacement.
-pub fn pods_scheduling<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> crate::admission::PodsScheduling {
-    let mut out = crate::admission::PodsScheduling::default();
-    for p in pods {
-        let Some((_, group)) = cluster_and_podset(p) else {
-            continue;
-        };
-        let status = p.status.as_ref();
-        let phase = status.and_then(|s| s.phase.as_deref());
-        let counts = match phase {
-            Some("Succeeded") => true,
-            Some("Failed") => false,
-            _ if p.metadata.deletion_timestamp.is_some() => false,
-            _ => {
-                out.live += 1;
-                p.spec
-                    .as_ref()
-                    .and_then(|s| s.node_name.as_deref())
-                    .is_some_and(|n| !n.is_empty())
-                    || status
-                        .and_then(|s| s.conditions.as_ref())
-                        .into_iter()
-                        .flatten()
-                        .any(|c| c.type_ == "PodScheduled" && c.status == "True")
-            }
-        };
-        if counts {
-            *out.scheduled.entry(group).or_default() += 1;
-        }
-    }
-    out
+/// How a cluster's pods stand with the scheduler, per podset (Kueue v0.20's PodsScheduled).
+pub fn pods_scheduling<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> crate::jobframework::PodsScheduling {
+    crate::jobframework::count_pods_scheduling(
+        pods.into_iter()
+            .filter_map(|p| cluster_and_podset(p).map(|(_, group)| (p, group))),
+    )
 }
 
 /// The gate: how many pods of each group each child may have, given the latest admitted slice's podsets.

@@ -34,7 +34,7 @@ pub struct RayClusterJob {
     /// below it until then (`spec_observed`).
     pub held: BTreeMap<String, i64>,
     /// How its pods stand with the scheduler (Kueue v0.20's PodsScheduled).
-    pub scheduling: crate::admission::PodsScheduling,
+    pub scheduling: crate::jobframework::PodsScheduling,
 }
 
 impl RayClusterJob {
@@ -231,7 +231,7 @@ impl GenericJob for RayClusterJob {
         !self.is_suspended() && cluster_pods_ready(&self.rc)
     }
 
-    fn pods_scheduling(&self) -> Option<crate::admission::PodsScheduling> {
+    fn pods_scheduling(&self) -> Option<crate::jobframework::PodsScheduling> {
         Some(self.scheduling.clone())
     }
 }
