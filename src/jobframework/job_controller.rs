@@ -1063,35 +1063,11 @@ impl<J: JobKind> Pass<'_, J> {
         ready: bool,
         scheduling: Option<&crate::admission::PodsScheduling>,
     ) -> Result<(), JobError> {
-        // A workload that never had the condition gets it once admitted: written while it is still
-        // pending, it would race the admission's own status write for nothing.
-        let shows = |w: &Workload| {
-            w.is_admitted()
-                || w.status.as_ref().is_some_and(|s| {
-                    s.condition(crate::api::kueue::constants::condition::PODS_READY)
-                        .is_some()
-                })
-        };
-        for wl in self
-            .owned
-            .iter()
-            .filter(|w| w.metadata.deletion_timestamp.is_none() && !w.is_finished() && shows(w))
-        {
+        for wl in self.owned.iter() {
             let now = jiff::Timestamp::now();
-            let mut obj = wl.clone();
-            let mut changed = false;
-            if let Some(status) =
-                scheduling.and_then(|p| crate::admission::pods_scheduled_condition(&obj, p, now))
-            {
-                obj.status = Some(status);
-                changed = true;
-            }
-            let tracking = self.ctx.track_pods_scheduled;
-            if let Some(status) = crate::admission::pods_ready_condition(&obj, ready, tracking, now) {
-                obj.status = Some(status);
-                changed = true;
-            }
-            if let (true, Some(status)) = (changed, obj.status.clone()) {
+            if let Some(status) = pods_ready_status(self.ctx, wl, ready, scheduling, now) {
+                let mut obj = wl.clone();
+                obj.status = Some(status.clone());
                 self.wl_api
                     .replace_status(&wl.name_any(), &PostParams::default(), &obj)
                     .await?;
@@ -1106,6 +1082,44 @@ impl shell::ReconcileError for JobError {
     fn category(&self) -> &'static str {
         JobError::category(self)
     }
+}
+
+/// The status `wl` should carry under waitForPodsReady for its job's pods, or `None` when it shows
+/// that already (or is deleted, finished, or neither admitted nor ever given the condition: written
+/// while still pending, it would race the admission's own status write for nothing): its PodsReady
+/// condition from `ready`, and with `scheduling` (Kueue v0.20's unscheduled-pods tracking, when `ctx`
+/// has it on) its PodsScheduled condition, in one write. For a kind whose job spans several objects
+/// (a pod group), whose own controller writes it.
+pub fn pods_ready_status(
+    ctx: &JobContext,
+    wl: &Workload,
+    ready: bool,
+    scheduling: Option<&crate::admission::PodsScheduling>,
+    now: jiff::Timestamp,
+) -> Option<crate::api::kueue::WorkloadStatus> {
+    let shows = wl.is_admitted()
+        || wl.status.as_ref().is_some_and(|s| {
+            s.condition(crate::api::kueue::constants::condition::PODS_READY)
+                .is_some()
+        });
+    if wl.metadata.deletion_timestamp.is_some() || wl.is_finished() || !shows {
+        return None;
+    }
+    let tracking = ctx.track_pods_scheduled;
+    let mut obj = wl.clone();
+    let mut changed = false;
+    if let Some(status) = scheduling
+        .filter(|_| tracking)
+        .and_then(|p| crate::admission::pods_scheduled_condition(&obj, p, now))
+    {
+        obj.status = Some(status);
+        changed = true;
+    }
+    if let Some(status) = crate::admission::pods_ready_condition(&obj, ready, tracking, now) {
+        obj.status = Some(status);
+        changed = true;
+    }
+    if changed { obj.status } else { None }
 }
 
 /// Runs the job controller for kind `J` until `shutdown` completes.

@@ -1094,3 +1094,53 @@ async fn unscheduled_timeout_evicts_a_plain_pod_that_fits_no_node() {
     evicted_for_scheduling(&c, &name, started).await;
     c.quota.assert_safe();
 }
+
+/// A pod group under waitForPodsReady (Kueue's pod integration, `pod_controller.go` PodsReady with
+/// #11654's total count): its Workload gets `PodsReady=True`/`Started` once its two pods run on the
+/// node, and `PodsScheduled=True`/`AllRequiredPodsScheduled` with the tracking on, so it is not
+/// evicted as a workload that never became ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_pod_group_reports_pods_ready() {
+    let _serial = SERIAL.lock().await;
+    let c = one_small_node(true).await;
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(c.client.clone(), "default");
+    for name in ["g-a", "g-b"] {
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default",
+                "labels": {quotagate::api::kueue::constants::label::QUEUE_NAME: "lq",
+                           "kueue.x-k8s.io/pod-group-name": "g"},
+                "annotations": {"kueue.x-k8s.io/pod-group-total-count": "2"}},
+            "spec": {"containers": [{"name": "c", "image": "busybox", "command": ["sleep", "3600"],
+                "resources": {"requests": {"cpu": "500m"}}}]}
+        }))
+        .unwrap();
+        pods.create(&PostParams::default(), &pod).await.unwrap();
+    }
+    let w = wait_for(&c.workloads(), "g", "PodsReady=True", |w| {
+        condition(w, condition::PODS_READY).is_some_and(|p| p.0 == "True")
+    })
+    .await;
+    assert_eq!(
+        condition(&w, condition::PODS_READY),
+        cond(
+            "True",
+            reason::STARTED,
+            "All pods reached readiness and the workload is running"
+        )
+    );
+    let w = wait_for(&c.workloads(), "g", "PodsScheduled=True", |w| {
+        condition(w, condition::PODS_SCHEDULED).is_some_and(|p| p.0 == "True")
+    })
+    .await;
+    assert_eq!(
+        condition(&w, condition::PODS_SCHEDULED),
+        cond(
+            "True",
+            reason::ALL_REQUIRED_PODS_SCHEDULED,
+            "All required pods were scheduled or succeeded"
+        )
+    );
+    assert!(condition(&w, condition::EVICTED).is_none(), "{w:?}");
+    c.quota.assert_safe();
+}
