@@ -229,12 +229,14 @@ fn substance_chars(message: &str) -> impl Iterator<Item = char> + '_ {
     })
 }
 
-/// Kueue's `underlying_cause` label of an eviction of `wl`: the preemption's reason, or for a
+/// Kueue's `underlying_cause` label of an eviction of `wl`: the preemption's reason, for a
 /// deactivation the reason of the `DeactivationTarget` that caused it (`AdmissionCheck`,
-/// `RequeuingLimitExceeded`); empty otherwise.
+/// `RequeuingLimitExceeded`), for a PodsReady timeout the wait it ran out in (`WaitForStart`,
+/// `WaitForScheduling`, `WaitForRecovery`: Kueue's `admittedNotReadyWorkload`); empty otherwise.
 pub fn underlying_cause(wl: &Workload, by: EvictedBy) -> String {
     match by.preempted_reason() {
         Some(r) => r.to_string(),
+        None if by == EvictedBy::PodsReadyTimeout => super::pods_ready::waiting_in(wl).to_string(),
         None if by == EvictedBy::Deactivated => super::pods_ready::deactivation_target(wl)
             .map(|c| c.reason.clone())
             .unwrap_or_default(),
@@ -278,6 +280,7 @@ pub fn evicted(wl: &Workload, cause: &EvictionCause, now: jiff::Timestamp) -> Op
             cond(condition::PREEMPTED, true, r, &cause.message, g, now),
         );
     }
+    super::pods_ready::reset_pods_scheduled(&mut s, cause.by.reason(), &cause.message, now);
     changed.then_some(s)
 }
 
@@ -321,6 +324,7 @@ pub fn clear_reservation(wl: &Workload, now: jiff::Timestamp) -> Option<Workload
             )
         });
     s.admission = None;
+    super::pods_ready::reset_pods_scheduled(&mut s, &why, &msg, now);
     // Kueue's workload controller says Deactivated for a workload with spec.active=false.
     let quota_reason = if why == reason::DEACTIVATED {
         reason::DEACTIVATED

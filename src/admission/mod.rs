@@ -72,6 +72,7 @@ pub use conditions::{
 pub use cycle_breaker::BREAK_AFTER_MS as CYCLE_BREAK_AFTER_MS;
 pub use explanations::Explanations;
 pub use pods_ready::with_condition as pods_ready_condition;
+pub use pods_ready::{PodsScheduling, with_pods_scheduled as pods_scheduled_condition};
 pub use pods_ready_metrics::record_ready as record_pods_ready;
 #[cfg(test)]
 pub(crate) use queues::{User, in_use_live};

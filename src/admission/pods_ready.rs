@@ -12,6 +12,7 @@ use crate::api::conditions::{FALSE, TRUE};
 use crate::api::kueue::config::PodsReadyConfig;
 use crate::api::kueue::constants::{condition, reason};
 use crate::api::kueue::{Workload, WorkloadStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 pub const NOT_READY_MESSAGE: &str = "Not all pods are ready or succeeded";
 pub const WAITING_FOR_RECOVERY_MESSAGE: &str = "At least one pod has failed, waiting for recovery";
@@ -20,10 +21,124 @@ pub const BLOCKED_MESSAGE: &str = "waiting for all admitted workloads to be in P
 pub const LIMIT_EXCEEDED_MESSAGE: &str = "exceeding the maximum number of re-queuing retries";
 /// Kueue's PodsReady reason before `WaitForStart` existed, still read as it.
 const LEGACY_REASON: &str = "PodsReady";
+/// Kueue v0.20's PodsScheduled messages (KEP-13502; fixed, whatever the counts).
+pub const UNSCHEDULED_PODS_MESSAGE: &str = "At least one required pod is not scheduled";
+pub const ALL_PODS_SCHEDULED_MESSAGE: &str = "All required pods were scheduled or succeeded";
+
+/// What a job's pods say about their scheduling, for Kueue v0.20's `PodsScheduled` condition
+/// (KEP-13502's counting: a pod counts toward its podset's grant when it is bound to a node and
+/// neither finished nor being deleted, or when it succeeded; failed pods and pods being deleted never
+/// do).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PodsScheduling {
+    /// Pods neither finished nor being deleted, bound or not.
+    pub live: usize,
+    /// Per podset name: the pods that count toward its grant.
+    pub scheduled: std::collections::BTreeMap<String, i64>,
+}
+
+/// The PodsScheduled condition of the current admission (Kueue's `CurrentPodsScheduledCondition`):
+/// one of the two observations (`False`/`WaitForScheduling`, `True`/`AllRequiredPodsScheduled`),
+/// written no earlier than the workload's Admitted transition. Anything else (a reset naming how an
+/// earlier admission ended, or an observation older than this admission) is no observation.
+pub fn current_pods_scheduled(wl: &Workload) -> Option<&Condition> {
+    let st = wl.status.as_ref()?;
+    let admitted = st.condition(condition::ADMITTED).filter(|c| c.status == TRUE)?;
+    st.condition(condition::PODS_SCHEDULED).filter(|c| {
+        let observation = (c.status == FALSE && c.reason == reason::WAIT_FOR_SCHEDULING)
+            || (c.status == TRUE && c.reason == reason::ALL_REQUIRED_PODS_SCHEDULED);
+        observation && c.last_transition_time.0 >= admitted.last_transition_time.0
+    })
+}
+
+/// The status with Kueue v0.20's PodsScheduled observation of `pods` (KEP-13502's tracker), or
+/// `None` when nothing is to be written: the workload is not admitted, is evicted or finished; this
+/// admission already saw every required pod scheduled (the condition stays `True` for the rest of
+/// it); it already shows the pods unscheduled and they still are (the time they were first seen so
+/// is what the timeout counts from); or no pod exists yet and none of this admission was seen.
+pub fn with_pods_scheduled(
+    wl: &Workload,
+    pods: &PodsScheduling,
+    now: jiff::Timestamp,
+) -> Option<WorkloadStatus> {
+    let st = wl.status.as_ref()?;
+    if !wl.is_admitted() || wl.is_finished() || st.condition_true(condition::EVICTED) {
+        return None;
+    }
+    let current = current_pods_scheduled(wl);
+    if current.is_some_and(|c| c.status == TRUE) {
+        return None;
+    }
+    let admission = st.admission.as_ref()?;
+    let mut required = 0i64;
+    let mut scheduled = 0i64;
+    for a in &admission.pod_set_assignments {
+        let granted = i64::from(a.count.unwrap_or_else(|| {
+            wl.spec
+                .pod_sets
+                .iter()
+                .find(|p| p.name() == a.name)
+                .map_or(0, |p| p.count())
+        }))
+        .max(0);
+        required = required.saturating_add(granted);
+        let have = pods.scheduled.get(&a.name).copied().unwrap_or(0).max(0);
+        scheduled = scheduled.saturating_add(have.min(granted));
+    }
+    let all = scheduled >= required;
+    if current.is_none() && pods.live == 0 && !all {
+        return None;
+    }
+    if current.is_some() && !all {
+        return None;
+    }
+    let (why, message) = if all {
+        (reason::ALL_REQUIRED_PODS_SCHEDULED, ALL_PODS_SCHEDULED_MESSAGE)
+    } else {
+        (reason::WAIT_FOR_SCHEDULING, UNSCHEDULED_PODS_MESSAGE)
+    };
+    let mut s = status_of(wl);
+    let c = cond(
+        condition::PODS_SCHEDULED,
+        all,
+        why,
+        message,
+        wl.metadata.generation,
+        now,
+    );
+    // Replaced, not merged: the first observation of an admission is stamped now even when an
+    // earlier one showed the same.
+    s.conditions.retain(|x| x.type_ != condition::PODS_SCHEDULED);
+    s.conditions.push(c);
+    Some(s)
+}
+
+/// Where an eviction ends an admission that has a PodsScheduled observation: the condition turns
+/// `False` with the eviction's reason and message (KEP-13502's lifecycle reset), so no later
+/// admission reads it as its own.
+pub fn reset_pods_scheduled(s: &mut WorkloadStatus, why: &str, message: &str, now: jiff::Timestamp) {
+    let Some(c) = s
+        .conditions
+        .iter_mut()
+        .find(|c| c.type_ == condition::PODS_SCHEDULED)
+    else {
+        return;
+    };
+    if c.reason == why && c.status == FALSE {
+        return;
+    }
+    if c.status == TRUE {
+        c.last_transition_time = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now);
+    }
+    c.status = FALSE.to_string();
+    c.reason = why.to_string();
+    c.message = message.to_string();
+}
 
 /// The PodsReady condition (status, reason, message) a job's workload should show, given whether all
-/// the job's pods are ready.
-pub fn desired(wl: &Workload, pods_ready: bool) -> (bool, &'static str, &'static str) {
+/// the job's pods are ready. With `tracking` (Kueue v0.20's `PodsScheduledTrackingEnabled`), a
+/// workload not yet ready whose pods this admission were seen unscheduled waits `WaitForScheduling`.
+pub fn desired(wl: &Workload, pods_ready: bool, tracking: bool) -> (bool, &'static str, &'static str) {
     if !wl.is_admitted() {
         return (false, reason::WAIT_FOR_START, NOT_READY_MESSAGE);
     }
@@ -44,14 +159,25 @@ pub fn desired(wl: &Workload, pods_ready: bool) -> (bool, &'static str, &'static
         Some(c) if c.status == TRUE || c.reason == reason::WAIT_FOR_RECOVERY => {
             (false, reason::WAIT_FOR_RECOVERY, WAITING_FOR_RECOVERY_MESSAGE)
         }
+        _ if tracking
+            && current_pods_scheduled(wl)
+                .is_some_and(|c| c.status == FALSE && c.reason == reason::WAIT_FOR_SCHEDULING) =>
+        {
+            (false, reason::WAIT_FOR_SCHEDULING, NOT_READY_MESSAGE)
+        }
         _ => (false, reason::WAIT_FOR_START, NOT_READY_MESSAGE),
     }
 }
 
 /// The status with the PodsReady condition updated, or `None` when the workload already shows that
 /// status and reason (Kueue rewrites only on a change of either).
-pub fn with_condition(wl: &Workload, pods_ready: bool, now: jiff::Timestamp) -> Option<WorkloadStatus> {
-    let (status, why, message) = desired(wl, pods_ready);
+pub fn with_condition(
+    wl: &Workload,
+    pods_ready: bool,
+    tracking: bool,
+    now: jiff::Timestamp,
+) -> Option<WorkloadStatus> {
+    let (status, why, message) = desired(wl, pods_ready, tracking);
     let shown = wl
         .status
         .as_ref()
@@ -75,8 +201,9 @@ pub fn with_condition(wl: &Workload, pods_ready: bool, now: jiff::Timestamp) -> 
     Some(s)
 }
 
-/// An admitted workload not PodsReady: which wait it is in (`WaitForStart` or `WaitForRecovery`) and
-/// when (ms) its timeout runs out. `None` when no timeout applies.
+/// An admitted workload not PodsReady: which wait it is in (`WaitForStart`, `WaitForScheduling` or
+/// `WaitForRecovery`, also the eviction's underlying cause) and when (ms) its timeout runs out.
+/// `None` when no timeout applies.
 pub fn deadline(wl: &Workload, cfg: &PodsReadyConfig) -> Option<(&'static str, i64)> {
     let st = wl.status.as_ref()?;
     let admitted = st.condition(condition::ADMITTED).filter(|c| c.status == TRUE)?;
@@ -102,6 +229,27 @@ pub fn deadline(wl: &Workload, cfg: &PodsReadyConfig) -> Option<(&'static str, i
                 .as_millisecond()
                 .saturating_add(ms(timeout)),
         )),
+        // Kueue v0.20 (KEP-13502): pods seen unscheduled this admission get `unscheduledTimeout`
+        // from when that was first seen, never past `timeout` from the admission.
+        Some(c) if c.reason == reason::WAIT_FOR_SCHEDULING => {
+            let from_admission = admitted
+                .last_transition_time
+                .0
+                .as_millisecond()
+                .saturating_add(ms(timeout));
+            let seen = current_pods_scheduled(wl)
+                .filter(|p| p.status == FALSE && p.reason == reason::WAIT_FOR_SCHEDULING);
+            let at = match (cfg.unscheduled_timeout, seen) {
+                (Some(u), Some(p)) => p
+                    .last_transition_time
+                    .0
+                    .as_millisecond()
+                    .saturating_add(ms(u))
+                    .min(from_admission),
+                _ => from_admission,
+            };
+            Some((reason::WAIT_FOR_SCHEDULING, at))
+        }
         Some(c) if c.reason == reason::WAIT_FOR_RECOVERY => {
             let recovery = recovery_timeout?;
             Some((
@@ -113,6 +261,22 @@ pub fn deadline(wl: &Workload, cfg: &PodsReadyConfig) -> Option<(&'static str, i
             ))
         }
         Some(_) => None,
+    }
+}
+
+/// The wait a not-ready admitted workload is in, by its PodsReady reason (Kueue's
+/// `admittedNotReadyWorkload`): `WaitForRecovery` or `WaitForScheduling` when it says so, else
+/// `WaitForStart`.
+pub fn waiting_in(wl: &Workload) -> &'static str {
+    match wl
+        .status
+        .as_ref()
+        .and_then(|s| s.condition(condition::PODS_READY))
+        .map(|c| c.reason.as_str())
+    {
+        Some(reason::WAIT_FOR_RECOVERY) => reason::WAIT_FOR_RECOVERY,
+        Some(reason::WAIT_FOR_SCHEDULING) => reason::WAIT_FOR_SCHEDULING,
+        _ => reason::WAIT_FOR_START,
     }
 }
 

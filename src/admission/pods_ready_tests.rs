@@ -291,8 +291,8 @@ fn pods_ready_condition_follows_the_job() {
     ];
     for (name, conds, ready, want) in cases {
         let w = with(conds);
-        assert_eq!(desired(&w, ready), want, "{name}");
-        match with_condition(&w, ready, at(NOW + 1)) {
+        assert_eq!(desired(&w, ready, false), want, "{name}");
+        match with_condition(&w, ready, false, at(NOW + 1)) {
             Some(s) => {
                 let pr = s.condition("PodsReady").unwrap();
                 assert_eq!(
@@ -314,7 +314,7 @@ fn pods_ready_condition_follows_the_job() {
     }
     // Kueue rewrites only when status or reason changes.
     let w = with(vec![admitted(), c("PodsReady", "True", "Started", NOW)]);
-    assert!(with_condition(&w, true, at(NOW)).is_none());
+    assert!(with_condition(&w, true, false, at(NOW)).is_none());
 }
 
 #[test]
@@ -536,7 +536,7 @@ fn pods_ready_metrics_arithmetic() {
     use crate::api::kueue::constants::{condition, reason};
     let admitted = c(condition::ADMITTED, "True", "Admitted", NOW);
     let w = with(vec![admitted.clone()]);
-    let started = with_condition(&w, true, at(NOW + 5_000)).unwrap();
+    let started = with_condition(&w, true, false, at(NOW + 5_000)).unwrap();
     assert!(pods_ready::first_ready(&w, &started));
     // Shown already, or a recovery: not a first readiness.
     let shown = with(vec![
@@ -553,10 +553,10 @@ fn pods_ready_metrics_arithmetic() {
             NOW + 6_000,
         ),
     ]);
-    let recovered = with_condition(&lost, true, at(NOW + 7_000)).unwrap();
+    let recovered = with_condition(&lost, true, false, at(NOW + 7_000)).unwrap();
     assert!(!pods_ready::first_ready(&lost, &recovered));
     // Not ready is never a readiness.
-    let not_ready = with_condition(&w, false, at(NOW + 5_000)).unwrap();
+    let not_ready = with_condition(&w, false, false, at(NOW + 5_000)).unwrap();
     assert!(!pods_ready::first_ready(&w, &not_ready));
     // Queued 10 s before the admission, ready 5 s after it.
     let (queued, since_admitted) = pods_ready::ready_waits(&w, at(NOW - 10_000), at(NOW + 5_000));
@@ -596,4 +596,197 @@ fn pods_ready_metrics_arithmetic() {
         pods_ready::ready_to_evicted(&running.status.clone().unwrap_or_default()),
         None
     );
+}
+
+/// Kueue v0.20's `unscheduledTimeout` (KEP-13502, kueue#15402/#15434), the cases of
+/// `pkg/controller/core/workload_controller_test.go`: "evict with the WaitForScheduling cause when
+/// the unscheduledTimeout is exceeded" (timeout 30m, unscheduledTimeout 3s, pods seen unscheduled
+/// 4m ago: past it) and "gate off keeps the same unscheduled workload until the normal timeout"
+/// (25m left of the 30m since the admission 5m ago); with the KEP's table, the deadline runs from
+/// the PodsScheduled observation, is never later than `timeout` from the admission, and an
+/// observation older than the admission is none.
+#[test]
+fn unscheduled_timeout_sets_the_scheduling_deadline() {
+    let minute = 60_000;
+    let waiting = |seen: i64| {
+        vec![
+            c("Admitted", "True", "ByTest", NOW - 5 * minute),
+            c("PodsScheduled", "False", "WaitForScheduling", seen),
+            c("PodsReady", "False", "WaitForScheduling", NOW - 4 * minute),
+        ]
+    };
+    let unscheduled = |u: Duration| PodsReadyConfig {
+        unscheduled_timeout: Some(u),
+        ..cfg(30, Some(30))
+    };
+    type Case = (
+        &'static str,
+        Vec<Condition>,
+        PodsReadyConfig,
+        Option<(&'static str, i64)>,
+    );
+    let cases: Vec<Case> = vec![
+        (
+            "evict with the WaitForScheduling cause when the unscheduledTimeout is exceeded",
+            waiting(NOW - 4 * minute),
+            unscheduled(Duration::from_secs(3)),
+            Some(("WaitForScheduling", 0)),
+        ),
+        (
+            "gate off keeps the same unscheduled workload until the normal timeout",
+            waiting(NOW - 4 * minute),
+            cfg(30, Some(30)),
+            Some(("WaitForScheduling", 25 * minute)),
+        ),
+        (
+            "counting from the observation",
+            waiting(NOW - 4 * minute),
+            unscheduled(Duration::from_secs(600)),
+            Some(("WaitForScheduling", 6 * minute)),
+        ),
+        (
+            "never past the timeout since the admission",
+            waiting(NOW - minute),
+            PodsReadyConfig {
+                unscheduled_timeout: Some(Duration::from_secs(600)),
+                ..cfg(6, Some(6))
+            },
+            Some(("WaitForScheduling", minute)),
+        ),
+        (
+            "an observation older than the admission is none: the timeout since the admission",
+            waiting(NOW - 6 * minute),
+            unscheduled(Duration::from_secs(3)),
+            Some(("WaitForScheduling", 25 * minute)),
+        ),
+    ];
+    for (name, conds, cfg, want) in cases {
+        let w = with(conds);
+        let got = deadline(&w, &cfg).map(|(why, at)| (why, (at - NOW).max(0)));
+        assert_eq!(got, want, "{name}");
+    }
+    // Past it, the eviction is PodsReadyTimeout with Kueue's message, its cause WaitForScheduling.
+    let w = with(waiting(NOW - 4 * minute));
+    assert_eq!(
+        pods_ready::verdict(&w, &unscheduled(Duration::from_secs(3)), NOW),
+        pods_ready::Verdict::Evict(crate::admission::conditions::EvictionCause {
+            by: crate::admission::conditions::EvictedBy::PodsReadyTimeout,
+            message: "Exceeded the PodsReady timeout ns/w".into(),
+        })
+    );
+    assert_eq!(
+        crate::admission::conditions::underlying_cause(
+            &w,
+            crate::admission::conditions::EvictedBy::PodsReadyTimeout
+        ),
+        "WaitForScheduling"
+    );
+    let started = with(vec![c("Admitted", "True", "ByTest", NOW - 5 * minute)]);
+    assert_eq!(
+        crate::admission::conditions::underlying_cause(
+            &started,
+            crate::admission::conditions::EvictedBy::PodsReadyTimeout
+        ),
+        "WaitForStart"
+    );
+}
+
+fn scheduling(live: usize, scheduled: i64) -> pods_ready::PodsScheduling {
+    pods_ready::PodsScheduling {
+        live,
+        scheduled: [("main".to_string(), scheduled)].into(),
+    }
+}
+
+fn shown(s: &crate::api::kueue::WorkloadStatus) -> Option<(String, String, String, i64)> {
+    s.condition("PodsScheduled").map(|c| {
+        (
+            c.status.clone(),
+            c.reason.clone(),
+            c.message.clone(),
+            c.last_transition_time.0.as_millisecond(),
+        )
+    })
+}
+
+/// KEP-13502's tracker (kueue#15468; the "Required-pod semantics" and "Writes" of the KEP): nothing
+/// before a pod exists; `False`/`WaitForScheduling` once one is seen unbound, kept (its time too)
+/// while some stay unbound; `True`/`AllRequiredPodsScheduled` once all are, and sticky for the rest
+/// of the admission; none on an evicted workload; the eviction resets it to `False` with its reason.
+#[test]
+fn pods_scheduled_follows_the_pods() {
+    use pods_ready::{ALL_PODS_SCHEDULED_MESSAGE, UNSCHEDULED_PODS_MESSAGE, with_pods_scheduled};
+    let admitted = with(vec![c("Admitted", "True", "Admitted", NOW - 10_000)]);
+    assert_eq!(
+        with_pods_scheduled(&admitted, &scheduling(0, 0), at(NOW)),
+        None,
+        "no pod yet"
+    );
+    let s = with_pods_scheduled(&admitted, &scheduling(1, 0), at(NOW)).unwrap();
+    assert_eq!(
+        shown(&s),
+        Some((
+            "False".into(),
+            "WaitForScheduling".into(),
+            UNSCHEDULED_PODS_MESSAGE.into(),
+            NOW
+        ))
+    );
+    let mut unbound = admitted.clone();
+    unbound.status = Some(s);
+    assert_eq!(
+        with_pods_scheduled(&unbound, &scheduling(1, 0), at(NOW + 5_000)),
+        None,
+        "still unbound: the first time stays"
+    );
+    // PodsReady says WaitForScheduling while tracking, WaitForStart without it.
+    assert_eq!(
+        desired(&unbound, false, true),
+        (false, "WaitForScheduling", pods_ready::NOT_READY_MESSAGE)
+    );
+    assert_eq!(
+        desired(&unbound, false, false),
+        (false, "WaitForStart", pods_ready::NOT_READY_MESSAGE)
+    );
+    let s = with_pods_scheduled(&unbound, &scheduling(1, 1), at(NOW + 6_000)).unwrap();
+    assert_eq!(
+        shown(&s),
+        Some((
+            "True".into(),
+            "AllRequiredPodsScheduled".into(),
+            ALL_PODS_SCHEDULED_MESSAGE.into(),
+            NOW + 6_000
+        ))
+    );
+    let mut bound = unbound.clone();
+    bound.status = Some(s);
+    assert_eq!(
+        with_pods_scheduled(&bound, &scheduling(0, 0), at(NOW + 7_000)),
+        None,
+        "True is sticky for the admission"
+    );
+    assert_eq!(desired(&bound, false, true).1, "WaitForStart");
+    // Surplus pods are capped at the grant; a succeeded pod alone fills its slot.
+    assert!(
+        with_pods_scheduled(&admitted, &scheduling(0, 3), at(NOW))
+            .is_some_and(|s| shown(&s).unwrap().0 == "True")
+    );
+    // Evicted: no observation; the eviction resets it with its reason and message.
+    let cause = crate::admission::conditions::EvictionCause {
+        by: crate::admission::conditions::EvictedBy::PodsReadyTimeout,
+        message: "Exceeded the PodsReady timeout ns/w".into(),
+    };
+    let s = crate::admission::conditions::evicted(&unbound, &cause, at(NOW + 8_000)).unwrap();
+    let (status, why, message, _) = shown(&s).unwrap();
+    assert_eq!(
+        (status.as_str(), why.as_str(), message.as_str()),
+        ("False", "PodsReadyTimeout", "Exceeded the PodsReady timeout ns/w")
+    );
+    let mut evicted = unbound.clone();
+    evicted.status = Some(s);
+    assert_eq!(
+        with_pods_scheduled(&evicted, &scheduling(1, 0), at(NOW + 9_000)),
+        None
+    );
+    assert!(pods_ready::current_pods_scheduled(&evicted).is_none());
 }

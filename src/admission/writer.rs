@@ -428,13 +428,17 @@ impl Writer<'_> {
             self.event(&r, EventType::Normal, reason::PREEMPTED, cause.message.clone())
                 .await;
         }
-        self.event(
-            &r,
-            EventType::Normal,
-            &format!("EvictedDueTo{}", cause.by.reason()),
-            cause.message.clone(),
-        )
-        .await;
+        // Kueue v0.20 names a scheduling timeout's cause in the event's reason
+        // (`EvictedDueToPodsReadyTimeoutDueToWaitForScheduling`), the other waits' not.
+        let mut why = format!("EvictedDueTo{}", cause.by.reason());
+        if cause.by == super::conditions::EvictedBy::PodsReadyTimeout
+            && super::pods_ready::waiting_in(wl) == reason::WAIT_FOR_SCHEDULING
+        {
+            why.push_str("DueTo");
+            why.push_str(reason::WAIT_FOR_SCHEDULING);
+        }
+        self.event(&r, EventType::Normal, &why, cause.message.clone())
+            .await;
     }
 
     /// Writes the status (a merge patch of what changed) at the cached resourceVersion. A conflict means the cache is behind: the

@@ -11,6 +11,42 @@ use super::podset_info::PodSetInfo;
 use crate::api::kueue::constants::label;
 use crate::api::kueue::{PodSet, ReclaimablePod};
 
+pub use crate::admission::PodsScheduling;
+
+/// How `pods` (each with the podset it fills) stand with the scheduler, counted as Kueue v0.20's
+/// unscheduled-pods tracker counts them (KEP-13502): a pod bound to a node (`spec.nodeName`, or
+/// `PodScheduled=True`) that is neither finished nor being deleted fills a slot, and so does one that
+/// succeeded; a failed pod or one being deleted does not (it needs a replacement).
+pub fn count_pods_scheduling<'a>(
+    pods: impl IntoIterator<Item = (&'a k8s_openapi::api::core::v1::Pod, String)>,
+) -> PodsScheduling {
+    let mut out = PodsScheduling::default();
+    for (p, podset) in pods {
+        let status = p.status.as_ref();
+        let fills = match status.and_then(|s| s.phase.as_deref()) {
+            Some("Succeeded") => true,
+            Some("Failed") => false,
+            _ if p.metadata.deletion_timestamp.is_some() => false,
+            _ => {
+                out.live += 1;
+                p.spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.as_deref())
+                    .is_some_and(|n| !n.is_empty())
+                    || status
+                        .and_then(|s| s.conditions.as_ref())
+                        .into_iter()
+                        .flatten()
+                        .any(|c| c.type_ == "PodScheduled" && c.status == "True")
+            }
+        };
+        if fills {
+            *out.scheduled.entry(podset).or_default() += 1;
+        }
+    }
+    out
+}
+
 /// How a finished job ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Finished {
@@ -74,6 +110,12 @@ pub trait GenericJob {
     fn is_active(&self) -> bool;
     /// True when every pod of the job is ready.
     fn pods_ready(&self) -> bool;
+    /// Kueue v0.20 (KEP-13502): how the job's pods stand with the scheduler, for its Workload's
+    /// `PodsScheduled` condition and `unscheduledTimeout`. `None`: this kind's pods are not observed,
+    /// and only `timeout` applies to them.
+    fn pods_scheduling(&self) -> Option<PodsScheduling> {
+        None
+    }
 
     /// Whether the job's demand changes go through workload slices (Kueue: the `elastic-job`
     /// annotation).

@@ -505,6 +505,10 @@ pub struct JobContext {
     pub managed_kinds: Arc<Vec<GroupVersionKind>>,
     /// Kueue's waitForPodsReady: keep each job's Workload `PodsReady` condition from its pods.
     pub wait_for_pods_ready: bool,
+    /// Kueue v0.20's `PodsScheduledTrackingEnabled` (the `WaitForPodsReadyUnscheduledTimeout` gate
+    /// and a positive `unscheduledTimeout`): keep each Workload's `PodsScheduled` condition from its
+    /// job's pods, and say `WaitForScheduling` while they are not all scheduled.
+    pub track_pods_scheduled: bool,
     /// Where waitForPodsReady's time-to-ready histograms are observed.
     pub metrics: Arc<crate::admission::metrics::Metrics>,
     /// `manageJobsWithoutQueueName` and `managedJobsNamespaceSelector`.
@@ -646,7 +650,13 @@ pub async fn reconcile<J: JobKind>(obj: Arc<J::Object>, ctx: Arc<JobContext>) ->
     // Kueue writes PodsReady only on a reconcile that changed nothing else (its step 5): after any
     // other write the workloads read here are stale, and the change wakes the job again.
     if ctx.wait_for_pods_ready && matches!(step, Step::Nothing | Step::Start(_)) {
-        pass.write_pods_ready(job.pods_ready()).await?;
+        let scheduling = if ctx.track_pods_scheduled {
+            job.pods_scheduling()
+        } else {
+            None
+        };
+        pass.write_pods_ready(job.pods_ready(), scheduling.as_ref())
+            .await?;
     }
     job.after_step(&owned, &ctx).await?;
     Ok(match step {
@@ -1045,24 +1055,17 @@ impl<J: JobKind> Pass<'_, J> {
         Ok(())
     }
 
-    /// Keeps each live Workload's PodsReady condition (and Kueue's time-to-ready metrics) from the job.
-    async fn write_pods_ready(&self, ready: bool) -> Result<(), JobError> {
-        // A workload that never had the condition gets it once admitted: written while it is still
-        // pending, it would race the admission's own status write for nothing.
-        let shows = |w: &Workload| {
-            w.is_admitted()
-                || w.status.as_ref().is_some_and(|s| {
-                    s.condition(crate::api::kueue::constants::condition::PODS_READY)
-                        .is_some()
-                })
-        };
-        for wl in self
-            .owned
-            .iter()
-            .filter(|w| w.metadata.deletion_timestamp.is_none() && !w.is_finished() && shows(w))
-        {
+    /// Keeps each live Workload's PodsReady condition (and Kueue's time-to-ready metrics) from the job,
+    /// and with `scheduling` (Kueue v0.20's unscheduled-pods tracking) its PodsScheduled condition,
+    /// both in one write.
+    async fn write_pods_ready(
+        &self,
+        ready: bool,
+        scheduling: Option<&crate::admission::PodsScheduling>,
+    ) -> Result<(), JobError> {
+        for wl in self.owned.iter() {
             let now = jiff::Timestamp::now();
-            if let Some(status) = crate::admission::pods_ready_condition(wl, ready, now) {
+            if let Some(status) = pods_ready_status(self.ctx, wl, ready, scheduling, now) {
                 let mut obj = wl.clone();
                 obj.status = Some(status.clone());
                 self.wl_api
@@ -1079,6 +1082,44 @@ impl shell::ReconcileError for JobError {
     fn category(&self) -> &'static str {
         JobError::category(self)
     }
+}
+
+/// The status `wl` should carry under waitForPodsReady for its job's pods, or `None` when it shows
+/// that already (or is deleted, finished, or neither admitted nor ever given the condition: written
+/// while still pending, it would race the admission's own status write for nothing): its PodsReady
+/// condition from `ready`, and with `scheduling` (Kueue v0.20's unscheduled-pods tracking, when `ctx`
+/// has it on) its PodsScheduled condition, in one write. For a kind whose job spans several objects
+/// (a pod group), whose own controller writes it.
+pub fn pods_ready_status(
+    ctx: &JobContext,
+    wl: &Workload,
+    ready: bool,
+    scheduling: Option<&crate::admission::PodsScheduling>,
+    now: jiff::Timestamp,
+) -> Option<crate::api::kueue::WorkloadStatus> {
+    let shows = wl.is_admitted()
+        || wl.status.as_ref().is_some_and(|s| {
+            s.condition(crate::api::kueue::constants::condition::PODS_READY)
+                .is_some()
+        });
+    if wl.metadata.deletion_timestamp.is_some() || wl.is_finished() || !shows {
+        return None;
+    }
+    let tracking = ctx.track_pods_scheduled;
+    let mut obj = wl.clone();
+    let mut changed = false;
+    if let Some(status) = scheduling
+        .filter(|_| tracking)
+        .and_then(|p| crate::admission::pods_scheduled_condition(&obj, p, now))
+    {
+        obj.status = Some(status);
+        changed = true;
+    }
+    if let Some(status) = crate::admission::pods_ready_condition(&obj, ready, tracking, now) {
+        obj.status = Some(status);
+        changed = true;
+    }
+    if changed { obj.status } else { None }
 }
 
 /// Runs the job controller for kind `J` until `shutdown` completes.

@@ -729,3 +729,47 @@ fn a_stale_slice_chain_name_is_replaced_not_a_conflict() {
         "a user's key still conflicts"
     );
 }
+
+/// KEP-13502's "Required-pod semantics" (Kueue v0.20's unscheduled-pods tracker): a pod bound to a
+/// node (by `spec.nodeName` or `PodScheduled=True`) fills a slot; one held by a scheduling gate or
+/// left Unschedulable does not but is live; a succeeded pod fills its slot; a failed pod, or one
+/// being deleted, fills none and is not live.
+#[test]
+fn pods_scheduling_counts_as_kueue_tracker() {
+    let pod =
+        |v: serde_json::Value| -> k8s_openapi::api::core::v1::Pod { serde_json::from_value(v).unwrap() };
+    let bound = pod(
+        serde_json::json!({"spec": {"nodeName": "n1", "containers": []}, "status": {"phase": "Running"}}),
+    );
+    let scheduled = pod(serde_json::json!({"spec": {"containers": []},
+        "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True"}]}}));
+    let unschedulable = pod(serde_json::json!({"spec": {"containers": []},
+        "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}}));
+    let gated = pod(
+        serde_json::json!({"spec": {"containers": [], "schedulingGates": [{"name": "kueue.x-k8s.io/admission"}]},
+        "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "SchedulingGated"}]}}),
+    );
+    let succeeded = pod(
+        serde_json::json!({"spec": {"nodeName": "n1", "containers": []}, "status": {"phase": "Succeeded"}}),
+    );
+    let failed =
+        pod(serde_json::json!({"spec": {"nodeName": "n1", "containers": []}, "status": {"phase": "Failed"}}));
+    let deleting = pod(
+        serde_json::json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"nodeName": "n1", "containers": []}, "status": {"phase": "Running"}}),
+    );
+    let got = count_pods_scheduling([
+        (&bound, "a".to_string()),
+        (&scheduled, "a".to_string()),
+        (&unschedulable, "a".to_string()),
+        (&gated, "b".to_string()),
+        (&succeeded, "b".to_string()),
+        (&failed, "c".to_string()),
+        (&deleting, "c".to_string()),
+    ]);
+    assert_eq!(got.live, 4, "bound, scheduled, unschedulable, gated");
+    assert_eq!(
+        got.scheduled,
+        BTreeMap::from([("a".to_string(), 2), ("b".to_string(), 1)])
+    );
+}

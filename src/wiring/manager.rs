@@ -207,6 +207,10 @@ pub async fn run_manager(
         leader: rx.clone(),
         managed_kinds: Arc::new(super::frameworks::managed_kinds(opts.frameworks)),
         wait_for_pods_ready: opts.pods_ready.is_some(),
+        track_pods_scheduled: opts
+            .pods_ready
+            .as_ref()
+            .is_some_and(|c| c.unscheduled_timeout.is_some()),
         metrics: metrics.clone(),
         managed_jobs: Arc::new(opts.managed_jobs.clone()),
     };

@@ -895,3 +895,252 @@ async fn the_time_to_ready_is_observed_once_a_job_is_ready() {
         "not evicted:\n{text}"
     );
 }
+
+/// The embedded cluster with one node of 2 cpu and its scheduler (`run --embedded --nodes 1
+/// --node-capacity cpu=2,memory=8Gi`), an 8-cpu queue, and the manager with waitForPodsReady's
+/// 60 s timeout and a 2 s unscheduledTimeout; `pods`: the plain Pod framework on too.
+async fn one_small_node(pods: bool) -> Cluster {
+    use quotagate::embedded::sim::{SimConfig, node, nodes};
+    let pools = vec![nodes::NodePool::plain(
+        1,
+        Some(&nodes::parse_capacity("cpu=2,memory=8Gi", ',').unwrap()),
+    )];
+    let sims = SimConfig {
+        node: Some(node::NodeAgentConfig {
+            nodes: nodes::expand(&pools, "sim-node")
+                .unwrap()
+                .into_iter()
+                .map(|(n, p)| (n, p.clone()))
+                .collect(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let frameworks = quotagate::api::kueue::config::Frameworks {
+        pod: pods,
+        ..Default::default()
+    };
+    let server = quotagate::embedded::EmbeddedServer::new(
+        &quotagate::embedded::QuotagateCrds,
+        std::sync::Arc::new(quotagate::embedded::QuotagateAdmission {
+            frameworks,
+            ..Default::default()
+        }),
+    );
+    let mut c = Cluster::start_with_ray_sims(server, Limits::default().cq("cq", 8000), sims).await;
+    c.restart_manager_with(|o| {
+        o.pods_ready = Some(PodsReadyConfig {
+            unscheduled_timeout: Some(Duration::from_secs(2)),
+            backoff_base_seconds: 600,
+            ..PodsReadyConfig::with_timeout(Duration::from_secs(60))
+        });
+        o.frameworks = frameworks;
+    })
+    .await;
+    c.flavor("default").await;
+    c.cluster_queue(with_all_namespaces(cq_with("cq", "8").build()))
+        .await;
+    c.local_queue("lq", "cq").await;
+    c
+}
+
+/// Waits for the `PodScheduled=False`/`Unschedulable` pod `sel` selects: its phase and message.
+async fn unschedulable_pod(c: &Cluster, sel: &str) -> (Option<String>, String) {
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(c.client.clone(), "default");
+    let params = ListParams::default().labels(sel);
+    for _ in 0..200 {
+        let items = pods.list(&params).await.unwrap().items;
+        let found = items.into_iter().find_map(|p| {
+            let s = p.status.as_ref()?;
+            let c = s
+                .conditions
+                .as_ref()?
+                .iter()
+                .find(|c| c.type_ == "PodScheduled")?;
+            (c.status == "False" && c.reason.as_deref() == Some("Unschedulable"))
+                .then(|| (s.phase.clone(), c.message.clone().unwrap_or_default()))
+        });
+        if let Some(f) = found {
+            return f;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("no Unschedulable pod for {sel:?}");
+}
+
+/// The Workload `name` of an unschedulable job: `PodsReady=False`/`WaitForScheduling` (with
+/// `PodsScheduled` saying why, until the eviction resets it), then evicted by the unscheduledTimeout
+/// well before the 60 s timeout, with Kueue's event, and its `PodsScheduled` reset.
+async fn evicted_for_scheduling(c: &Cluster, name: &str, started: std::time::Instant) {
+    let w = wait_for(&c.workloads(), name, "PodsReady=False/WaitForScheduling", |w| {
+        condition(w, condition::PODS_READY).is_some_and(|p| p.1 == reason::WAIT_FOR_SCHEDULING)
+    })
+    .await;
+    assert_eq!(
+        condition(&w, condition::PODS_READY),
+        cond(
+            "False",
+            reason::WAIT_FOR_SCHEDULING,
+            "Not all pods are ready or succeeded"
+        )
+    );
+    let scheduled = condition(&w, condition::PODS_SCHEDULED);
+    assert!(
+        scheduled
+            == cond(
+                "False",
+                reason::WAIT_FOR_SCHEDULING,
+                "At least one required pod is not scheduled"
+            )
+            || condition(&w, condition::EVICTED).is_some_and(|e| e.0 == "True"),
+        "{scheduled:?}"
+    );
+    let w = evicted_by_timeout(c, name, 1).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(45),
+        "evicted by the unscheduledTimeout, not the timeout ({:?})",
+        started.elapsed()
+    );
+    assert_eq!(
+        condition(&w, condition::PODS_SCHEDULED),
+        cond(
+            "False",
+            reason::PODS_READY_TIMEOUT,
+            &format!("Exceeded the PodsReady timeout default/{name}")
+        )
+    );
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(c.client.clone(), "default");
+    let mut seen = false;
+    for _ in 0..100 {
+        seen = events
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .any(|e| {
+                e.reason.as_deref() == Some("EvictedDueToPodsReadyTimeoutDueToWaitForScheduling")
+                    && e.note.as_deref() == Some(&format!("Exceeded the PodsReady timeout default/{name}"))
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+            });
+        if seen {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(seen, "the eviction event names WaitForScheduling");
+}
+
+/// Kueue v0.20's `waitForPodsReady.unscheduledTimeout` (KEP-13502, kueue#15402 "Implement workload
+/// eviction triggering by WaitForScheduling", #15434, the tracker of #15468; the expectations of
+/// `pkg/controller/core/workload_controller_test.go` "evict with the WaitForScheduling cause when the
+/// unscheduledTimeout is exceeded" and of the KEP's "Eviction and requeue"), on the embedded cluster
+/// with nodes with capacity (`run --embedded --nodes 1 --node-capacity cpu=2,memory=8Gi`): a
+/// RayCluster whose worker asks 4 cpu fits the 8-cpu quota but no node, so the worker stays
+/// Pending/`Unschedulable`; its Workload shows `PodsScheduled=False`/`WaitForScheduling` and
+/// `PodsReady=False`/`WaitForScheduling`, and is evicted after the 2 s unscheduledTimeout, long before
+/// the 60 s timeout: `Evicted=True`/`PodsReadyTimeout` with Kueue's message, the event
+/// `EvictedDueToPodsReadyTimeoutDueToWaitForScheduling`, the PodsScheduled condition reset to the
+/// eviction's reason, and the cluster suspended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unscheduled_timeout_evicts_a_workload_whose_pods_fit_no_node() {
+    let _serial = SERIAL.lock().await;
+    let started = std::time::Instant::now();
+    let c = one_small_node(false).await;
+    let rcs: Api<quotagate::api::ray::RayCluster> = Api::namespaced(c.client.clone(), "default");
+    let mut rc = queued_ray_cluster("big", serde_json::json!({}));
+    let worker = &mut rc.spec.worker_group_specs.as_mut().unwrap()[0];
+    worker.template.spec.as_mut().unwrap().containers[0].resources =
+        Some(serde_json::from_value(serde_json::json!({"requests": {"cpu": "4"}})).unwrap());
+    rcs.create(&PostParams::default(), &rc).await.unwrap();
+    let name = reserved_workload(&c).await.metadata.name.unwrap();
+    // The worker fits the quota but no node: Pending, Unschedulable, with kube-scheduler's message.
+    let (phase, message) = unschedulable_pod(&c, "ray.io/cluster=big,ray.io/node-type=worker").await;
+    assert_eq!(phase.as_deref(), Some("Pending"));
+    assert!(
+        message.starts_with("0/1 nodes are available: 1 Insufficient cpu."),
+        "{message}"
+    );
+    evicted_for_scheduling(&c, &name, started).await;
+    wait_for(&rcs, "big", "suspended", |r| r.spec.suspend == Some(true)).await;
+    c.quota.assert_safe();
+}
+
+/// The same with the plainest job there is: a queue-labelled Pod asking 4 cpu, which its 8-cpu
+/// queue admits and its 2-cpu node cannot hold. Kueue's pod integration admits it (the scheduling
+/// gate lifted), it stays Pending/Unschedulable, and the unscheduledTimeout evicts its Workload.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unscheduled_timeout_evicts_a_plain_pod_that_fits_no_node() {
+    let _serial = SERIAL.lock().await;
+    let started = std::time::Instant::now();
+    let c = one_small_node(true).await;
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(c.client.clone(), "default");
+    let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "big", "namespace": "default",
+            "labels": {quotagate::api::kueue::constants::label::QUEUE_NAME: "lq", "app": "big"}},
+        "spec": {"containers": [{"name": "c", "image": "busybox", "command": ["sleep", "3600"],
+            "resources": {"requests": {"cpu": "4"}}}]}
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    let name = reserved_workload(&c).await.metadata.name.unwrap();
+    let (phase, message) = unschedulable_pod(&c, "app=big").await;
+    assert_eq!(phase.as_deref(), Some("Pending"));
+    assert!(
+        message.starts_with("0/1 nodes are available: 1 Insufficient cpu."),
+        "{message}"
+    );
+    evicted_for_scheduling(&c, &name, started).await;
+    c.quota.assert_safe();
+}
+
+/// A pod group under waitForPodsReady (Kueue's pod integration, `pod_controller.go` PodsReady with
+/// #11654's total count): its Workload gets `PodsReady=True`/`Started` once its two pods run on the
+/// node, and `PodsScheduled=True`/`AllRequiredPodsScheduled` with the tracking on, so it is not
+/// evicted as a workload that never became ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_pod_group_reports_pods_ready() {
+    let _serial = SERIAL.lock().await;
+    let c = one_small_node(true).await;
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(c.client.clone(), "default");
+    for name in ["g-a", "g-b"] {
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default",
+                "labels": {quotagate::api::kueue::constants::label::QUEUE_NAME: "lq",
+                           "kueue.x-k8s.io/pod-group-name": "g"},
+                "annotations": {"kueue.x-k8s.io/pod-group-total-count": "2"}},
+            "spec": {"containers": [{"name": "c", "image": "busybox", "command": ["sleep", "3600"],
+                "resources": {"requests": {"cpu": "500m"}}}]}
+        }))
+        .unwrap();
+        pods.create(&PostParams::default(), &pod).await.unwrap();
+    }
+    let w = wait_for(&c.workloads(), "g", "PodsReady=True", |w| {
+        condition(w, condition::PODS_READY).is_some_and(|p| p.0 == "True")
+    })
+    .await;
+    assert_eq!(
+        condition(&w, condition::PODS_READY),
+        cond(
+            "True",
+            reason::STARTED,
+            "All pods reached readiness and the workload is running"
+        )
+    );
+    let w = wait_for(&c.workloads(), "g", "PodsScheduled=True", |w| {
+        condition(w, condition::PODS_SCHEDULED).is_some_and(|p| p.0 == "True")
+    })
+    .await;
+    assert_eq!(
+        condition(&w, condition::PODS_SCHEDULED),
+        cond(
+            "True",
+            reason::ALL_REQUIRED_PODS_SCHEDULED,
+            "All required pods were scheduled or succeeded"
+        )
+    );
+    assert!(condition(&w, condition::EVICTED).is_none(), "{w:?}");
+    c.quota.assert_safe();
+}

@@ -960,3 +960,67 @@ async fn two_elastic_clusters_growing_in_one_queue_take_turns_and_never_run_past
     assert_ledger(&ledger, |rv| if rv <= raised_at { 6000 } else { 9000 });
     c.quota.assert_safe();
 }
+
+fn quota_exceeded(r: &RayCluster) -> Option<(String, String, String)> {
+    r.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == quotagate::api::ray::constants::COND_QUOTA_EXCEEDED)
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+/// kuberay#4846 ("Add a QuotaExceeded RayClusterConditionType": a worker group's scale-up that
+/// quota cannot cover should say so at once, so Ray's autoscaler can fall back to another group
+/// instead of waiting out `RAY_AUTOSCALER_RECONCILE_ALLOCATE_STATUS_TIMEOUT_S`). Under
+/// quotagate's prefix until KubeRay settles the API: an elastic cluster scaled past its queue gets
+/// `quotagate.io/QuotaExceeded=True` naming the worker group, how many pods wait and Kueue's reason,
+/// with a Warning event, as soon as Kueue has tried its slice; `False`/`WithinQuota` before and once a
+/// raised quota admits it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scale_up_quota_cannot_cover_says_quota_exceeded() {
+    let (c, _ledger) = setup("4", 4000).await;
+    let rcs = clusters(&c);
+    rcs.create(&PostParams::default(), &cluster("e", 1, elastic()))
+        .await
+        .unwrap();
+    wait_pods(&c, "e", (1, 1)).await;
+    let within =
+        |r: &RayCluster| quota_exceeded(r).is_some_and(|(s, why, _)| s == "False" && why == "WithinQuota");
+    let rc = wait_for(&rcs, "e", "QuotaExceeded=False while covered", within).await;
+    let first = live_workloads(&c, &rc).await.remove(0);
+    // 1.5 CPU head with its sidecar + 5 workers = 6.5 CPU, over the 4 the queue holds.
+    let scale = json!([{"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 5}]);
+    rcs.patch(
+        "e",
+        &PatchParams::default(),
+        &Patch::Json::<()>(serde_json::from_value(scale).unwrap()),
+    )
+    .await
+    .unwrap();
+    let slice = considered_workload(&c, &rc, Some(&first.name_any())).await;
+    let exceeded = |r: &RayCluster| quota_exceeded(r).is_some_and(|(s, _, _)| s == "True");
+    let r = wait_for(&rcs, "e", "QuotaExceeded=True", exceeded).await;
+    let (_, why, message) = quota_exceeded(&r).unwrap();
+    assert_eq!(why, "QuotaExceeded");
+    let head = format!(
+        "worker group workers: 4 pod(s) wait for quota: workload slice {} (LocalQueue lq): ",
+        slice.name_any()
+    );
+    assert!(message.starts_with(&head), "{message}");
+    assert!(message.contains("insufficient"), "Kueue's reason: {message}");
+    assert!(
+        events_of(&c, "e")
+            .await
+            .iter()
+            .any(|(r, note)| r == "QuotaExceeded" && note == &message),
+        "a Warning event says it"
+    );
+    set_quota(&c, "7").await;
+    c.quota.set_cq_limit("cq", 7000);
+    wait_for(&c.workloads(), &slice.name_any(), "admitted", |w| w.is_admitted()).await;
+    wait_for(&rcs, "e", "QuotaExceeded=False once admitted", within).await;
+    wait_pods(&c, "e", (1, 5)).await;
+    c.quota.assert_safe();
+}

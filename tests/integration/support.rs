@@ -138,9 +138,18 @@ impl Cluster {
 
     /// As [`Cluster::start_with_ray`], on a server the caller built.
     pub async fn start_with_ray_on(server: Arc<EmbeddedServer>, limits: Limits) -> Cluster {
+        Self::start_with_ray_sims(server, limits, quotagate::embedded::sim::SimConfig::default()).await
+    }
+
+    /// As [`Cluster::start_with_ray_on`], with these simulators (e.g. nodes with capacity and the
+    /// scheduler, as `run --embedded --nodes N --node-capacity ...` starts them).
+    pub async fn start_with_ray_sims(
+        server: Arc<EmbeddedServer>,
+        limits: Limits,
+        sims: quotagate::embedded::sim::SimConfig,
+    ) -> Cluster {
         let mut c = Cluster::start_on(server, limits).await;
         let cancel = tokio_util::sync::CancellationToken::new();
-        let sims = quotagate::embedded::sim::SimConfig::default();
         quotagate::embedded::sim::spawn(c.client.clone(), &sims, cancel.clone());
         let dashboards = Dashboards::simulated(Duration::from_millis(50), Duration::from_millis(50));
         if let Dashboards::Simulated(sim) = &dashboards {

@@ -36,6 +36,9 @@ pub const ADMISSION_FAIR_SHARING_GATE: &str = "AdmissionFairSharing";
 /// Kueue v0.20's alpha gate (off by default, KEP-4803): the `kueue.x-k8s.io/wait-for-pods-ready`
 /// annotation sets a job's own timeouts, up to `waitForPodsReady.maxTimeoutOnWorkload`.
 pub const WORKLOAD_LEVEL_WAIT_FOR_PODS_READY: &str = "WorkloadLevelWaitForPodsReady";
+/// Kueue v0.20's alpha gate (off by default, KEP-13502): with `waitForPodsReady.unscheduledTimeout`
+/// set, an admitted workload whose required pods stay unscheduled that long is evicted.
+pub const WAIT_FOR_PODS_READY_UNSCHEDULED_TIMEOUT: &str = "WaitForPodsReadyUnscheduledTimeout";
 /// Kueue's alpha gate (off by default): a preemptor waiting for its victims goes first.
 pub const PRIORITIZE_PREEMPTOR_WORKLOADS: &str = "PrioritizePreemptorWorkloads";
 /// Kueue v0.20's beta gate (on by default, KEP-10765): a job naming no WorkloadPriorityClass gets
@@ -232,6 +235,9 @@ pub struct WaitForPodsReady {
     /// Kueue v0.20 (KEP-4803): the largest timeout a job's `kueue.x-k8s.io/wait-for-pods-ready`
     /// annotation may ask for (2h when left out).
     pub max_timeout_on_workload: Option<GoDuration>,
+    /// Kueue v0.20 (KEP-13502, under `WaitForPodsReadyUnscheduledTimeout`): how long an admitted
+    /// workload's required pods may stay unscheduled; `0s` or left out: only `timeout` applies.
+    pub unscheduled_timeout: Option<GoDuration>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
@@ -386,6 +392,11 @@ pub struct PodsReadyConfig {
     /// With the `WorkloadLevelWaitForPodsReady` gate on: `maxTimeoutOnWorkload`, and a workload's
     /// `kueue.x-k8s.io/wait-for-pods-ready` annotation overrides the timeouts above for it.
     pub workload_level: Option<Duration>,
+    /// With the `WaitForPodsReadyUnscheduledTimeout` gate on and a positive `unscheduledTimeout`:
+    /// the workload's `PodsScheduled` condition is kept from its pods, and one whose required pods
+    /// stay unscheduled this long after that was first seen is evicted (Kueue's
+    /// `PodsScheduledTrackingEnabled`).
+    pub unscheduled_timeout: Option<Duration>,
 }
 
 impl PodsReadyConfig {
@@ -400,6 +411,7 @@ impl PodsReadyConfig {
             backoff_base_seconds: DEFAULT_BACKOFF_BASE_SECONDS,
             backoff_max_seconds: DEFAULT_BACKOFF_MAX_SECONDS,
             workload_level: None,
+            unscheduled_timeout: None,
         }
     }
 
@@ -551,6 +563,11 @@ impl Configuration {
             backoff_base_seconds: s.backoff_base_seconds.unwrap_or(DEFAULT_BACKOFF_BASE_SECONDS),
             backoff_max_seconds: s.backoff_max_seconds.unwrap_or(DEFAULT_BACKOFF_MAX_SECONDS),
             workload_level: self.workload_level_max_timeout(),
+            unscheduled_timeout: w
+                .unscheduled_timeout
+                .filter(|_| self.gate(WAIT_FOR_PODS_READY_UNSCHEDULED_TIMEOUT))
+                .map(|d| d.value)
+                .filter(|d| !d.is_zero()),
         })
     }
 
@@ -725,6 +742,11 @@ impl Configuration {
             {
                 return Err(field(&format!("{p}.maxTimeoutOnWorkload"), NEGATIVE));
             }
+            if w.unscheduled_timeout
+                .is_some_and(|d| d.negative && !d.value.is_zero())
+            {
+                return Err(field(&format!("{p}.unscheduledTimeout"), NEGATIVE));
+            }
             if let Some(s) = &w.requeuing_strategy {
                 for (name, v) in [
                     ("backoffLimitCount", s.backoff_limit_count),
@@ -891,13 +913,14 @@ impl Configuration {
                         ADMISSION_FAIR_SHARING_GATE,
                         PRIORITIZE_PREEMPTOR_WORKLOADS,
                         WORKLOAD_LEVEL_WAIT_FOR_PODS_READY,
+                        WAIT_FOR_PODS_READY_UNSCHEDULED_TIMEOUT,
                         WORKLOAD_PRIORITY_CLASS_DEFAULTING,
                         RECOMPUTE_UPON_PREEMPTION_TARGETS_OVERLAP,
                     ]
                     .contains(&k.as_str())
                 })
             }),
-            "featureGates (other than DisableWaitForPodsReady, AdmissionFairSharing, PrioritizePreemptorWorkloads, WorkloadLevelWaitForPodsReady, WorkloadPriorityClassDefaulting, RecomputeAssignmentUponPreemptionTargetsOverlap)",
+            "featureGates (other than DisableWaitForPodsReady, AdmissionFairSharing, PrioritizePreemptorWorkloads, WorkloadLevelWaitForPodsReady, WaitForPodsReadyUnscheduledTimeout, WorkloadPriorityClassDefaulting, RecomputeAssignmentUponPreemptionTargetsOverlap)",
         );
         out
     }

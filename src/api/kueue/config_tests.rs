@@ -135,6 +135,7 @@ fn wait_for_pods_ready_defaults_per_version() {
                 backoff_base_seconds: 1,
                 backoff_max_seconds: 10,
                 workload_level: None,
+                unscheduled_timeout: None,
             }),
         ),
         (
@@ -161,6 +162,30 @@ fn wait_for_pods_ready_defaults_per_version() {
                 workload_level: Some(Duration::from_secs(2700)),
                 ..PodsReadyConfig::with_timeout(Duration::from_secs(1800))
             }),
+        ),
+        (
+            // Kueue v0.20 (KEP-13502, `PodsScheduledTrackingEnabled`): the gate and a positive
+            // unscheduledTimeout turn the tracking on; `0s` or the gate off leave it off.
+            "WaitForPodsReadyUnscheduledTimeout with unscheduledTimeout",
+            format!(
+                "{HEAD}featureGates:\n  WaitForPodsReadyUnscheduledTimeout: true\nwaitForPodsReady:\n  timeout: 30m\n  unscheduledTimeout: 5m\n"
+            ),
+            Some(PodsReadyConfig {
+                unscheduled_timeout: Some(Duration::from_secs(300)),
+                ..PodsReadyConfig::with_timeout(Duration::from_secs(1800))
+            }),
+        ),
+        (
+            "unscheduledTimeout 0s is off",
+            format!(
+                "{HEAD}featureGates:\n  WaitForPodsReadyUnscheduledTimeout: true\nwaitForPodsReady:\n  unscheduledTimeout: 0s\n"
+            ),
+            Some(PodsReadyConfig::with_timeout(Duration::from_secs(1800))),
+        ),
+        (
+            "unscheduledTimeout without the gate is read and unused",
+            format!("{HEAD}waitForPodsReady:\n  unscheduledTimeout: 5m\n"),
+            Some(PodsReadyConfig::with_timeout(Duration::from_secs(1800))),
         ),
         (
             "maxTimeoutOnWorkload without the gate is read and unused (Kueue: gate off)",
@@ -192,6 +217,10 @@ fn bad_fields_are_named_by_their_path() {
         (
             format!("{HEAD}waitForPodsReady:\n  maxTimeoutOnWorkload: -1h\n"),
             "waitForPodsReady.maxTimeoutOnWorkload: must be greater than or equal to 0",
+        ),
+        (
+            format!("{HEAD}waitForPodsReady:\n  unscheduledTimeout: -1m\n"),
+            "waitForPodsReady.unscheduledTimeout: must be greater than or equal to 0",
         ),
         (
             // KEP-4803: "Enabling DisableWaitForPodsReady and WorkloadLevelWaitForPodsReady feature

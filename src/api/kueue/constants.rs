@@ -58,6 +58,8 @@ pub mod condition {
     pub const PREEMPTED: &str = "Preempted";
     pub const REQUEUED: &str = "Requeued";
     pub const PODS_READY: &str = "PodsReady";
+    /// Kueue v0.20 (KEP-13502): whether every pod the admission requires was scheduled.
+    pub const PODS_SCHEDULED: &str = "PodsScheduled";
     pub const FINISHED: &str = "Finished";
     pub const DEACTIVATION_TARGET: &str = "DeactivationTarget";
     pub const WAITING_FOR_REPLACEMENT_PODS: &str = "WaitingForReplacementPods";
@@ -132,6 +134,11 @@ pub mod reason {
     pub const WAIT_FOR_RECOVERY: &str = "WaitForRecovery";
     pub const STARTED: &str = "Started";
     pub const RECOVERED: &str = "Recovered";
+    /// Kueue v0.20 (KEP-13502): a PodsScheduled=False observation, a PodsReady reason and an
+    /// eviction's underlying cause.
+    pub const WAIT_FOR_SCHEDULING: &str = "WaitForScheduling";
+    /// PodsScheduled=True.
+    pub const ALL_REQUIRED_PODS_SCHEDULED: &str = "AllRequiredPodsScheduled";
 
     // Finished.
     pub const SUCCEEDED: &str = "Succeeded";

@@ -224,3 +224,11 @@ pub const AUTH_TOKEN_KEY: &str = "auth_token";
 pub const COND_QUOTA_GATED: &str = "QuotaGated";
 pub const REASON_WAITING_FOR_WORKLOAD_SLICE: &str = "WaitingForWorkloadSlice";
 pub const REASON_WORKLOAD_SLICE_ADMITTED: &str = "WorkloadSliceAdmitted";
+/// quotagate's answer to kuberay#4846 (not yet settled in KubeRay, hence the prefix): True on a
+/// queue-managed RayCluster while some of its pods (a worker group's scale-up) wait for a workload
+/// slice Kueue has found no quota for, False otherwise.
+pub const COND_QUOTA_EXCEEDED: &str = "quotagate.io/QuotaExceeded";
+/// Its True reason, and the Warning event's when it turns True.
+pub const REASON_QUOTA_EXCEEDED: &str = "QuotaExceeded";
+/// Its False reason.
+pub const REASON_WITHIN_QUOTA: &str = "WithinQuota";

@@ -329,8 +329,16 @@ impl GenericJob for PodGroup {
         self.pods.iter().any(|x| p::phase(x) == "Running")
     }
 
+    /// Every pod of the group ready, and all of its declared total there (Kueue #11654: a group
+    /// whose members arrive after the first is Ready is not ready yet).
     fn pods_ready(&self) -> bool {
-        self.pods.iter().all(ready)
+        self.pods.len() >= usize::try_from(self.total).unwrap_or(0) && self.pods.iter().all(ready)
+    }
+
+    fn pods_scheduling(&self) -> Option<crate::jobframework::PodsScheduling> {
+        Some(crate::jobframework::count_pods_scheduling(
+            self.pods.iter().map(|x| (x, p::role_hash(x))),
+        ))
     }
 
     fn as_with_reclaimable_pods(&self) -> Option<&dyn JobWithReclaimablePods> {

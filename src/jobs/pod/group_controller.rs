@@ -296,6 +296,24 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<JobContext>) -> Result<Action, Jo
         | Step::ReplacePodSets { .. }
         | Step::CreateSlice { .. } => {}
     }
+    // waitForPodsReady: the group's Workload carries PodsReady (and, tracked, PodsScheduled) from its
+    // pods, on a pass that changed nothing else, as the generic reconciler writes it for other kinds.
+    if ctx.wait_for_pods_ready
+        && matches!(step, Step::Nothing | Step::Start(_))
+        && let Some(wl) = workload.as_ref()
+    {
+        let now = jiff::Timestamp::now();
+        let scheduling = crate::jobframework::GenericJob::pods_scheduling(&group);
+        let ready = crate::jobframework::GenericJob::pods_ready(&group);
+        if let Some(status) =
+            crate::jobframework::job_controller::pods_ready_status(&ctx, wl, ready, scheduling.as_ref(), now)
+        {
+            let mut obj = wl.clone();
+            obj.status = Some(status.clone());
+            wl_api.replace_status(&name, &PostParams::default(), &obj).await?;
+            crate::admission::record_pods_ready(&ctx.metrics, wl, &status, now);
+        }
+    }
     for pod_name in finalize {
         if let Some(x) = group.pods.iter().find(|x| x.name_any() == pod_name) {
             remove_finalizer(&ctx.client, x).await?;

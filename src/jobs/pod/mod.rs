@@ -270,6 +270,13 @@ impl GenericJob for PodJob {
         ready(&self.pod)
     }
 
+    fn pods_scheduling(&self) -> Option<crate::jobframework::PodsScheduling> {
+        Some(crate::jobframework::count_pods_scheduling([(
+            &self.pod,
+            DEFAULT_PODSET_NAME.to_string(),
+        )]))
+    }
+
     fn as_with_skip(&self) -> Option<&dyn JobWithSkip> {
         Some(self)
     }

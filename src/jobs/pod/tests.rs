@@ -570,3 +570,35 @@ fn pods_beyond_the_groups_count_are_the_youngest_and_deleted() {
     );
     assert_eq!(d.step, Step::Nothing, "the rest runs on");
 }
+
+/// Kueue #11654 ("Fix PodsReady returning true when pod group is incomplete", its
+/// pod_controller_test.go cases): a group whose pods are all Ready is not PodsReady while fewer than
+/// its `pod-group-total-count` exist; with all of them Ready it is.
+#[test]
+fn an_incomplete_group_is_not_pods_ready() {
+    use crate::jobframework::GenericJob;
+    let ready = |name: &str| {
+        let mut x = member(name, "1");
+        x.status = Some(
+            serde_json::from_value(json!({"phase": "Running",
+                "conditions": [{"type": "Ready", "status": "True"}]}))
+            .unwrap(),
+        );
+        x
+    };
+    let two = PodGroup::new("g", vec![ready("a"), ready("b")]).unwrap();
+    assert!(!two.pods_ready(), "2 of 3 pods");
+    let three = PodGroup::new("g", vec![ready("a"), ready("b"), ready("c")]).unwrap();
+    assert!(three.pods_ready());
+    let mut one_not = three.clone();
+    one_not.pods[2].status = None;
+    assert!(!one_not.pods_ready());
+    // The pods' scheduling, per role: bound Running pods fill their role's slots.
+    let s = three.pods_scheduling().unwrap();
+    assert_eq!(s.live, 3);
+    assert_eq!(
+        s.scheduled.values().sum::<i64>(),
+        0,
+        "no node named, no PodScheduled=True"
+    );
+}

@@ -147,6 +147,54 @@ fn quota_gated_condition(g: &gate::ClusterGate) -> ConditionPlan {
     }
 }
 
+/// `quotagate.io/QuotaExceeded` (kuberay#4846): True, at once, while pods the cluster wants (a
+/// worker group's scale-up, or the cluster itself) wait for a workload slice Kueue found no quota
+/// for, naming each group short and Kueue's reason, so an autoscaler or a person can react instead
+/// of waiting out a timeout; False while the gate covers the cluster or what it waits for is not
+/// quota (admission checks, a slice no admission cycle has seen yet).
+fn quota_exceeded_condition(rc: &RayCluster, g: &gate::ClusterGate) -> ConditionPlan {
+    let short = if g.covered {
+        BTreeMap::new()
+    } else {
+        g.short_of(rc)
+    };
+    match &g.waiting {
+        Some(p) if p.quota_denied && !short.is_empty() => {
+            let groups: Vec<String> = short
+                .iter()
+                .map(|(group, n)| {
+                    let what = if group == crate::rayservice::cluster::podsets::HEAD_PODSET {
+                        "head".to_string()
+                    } else {
+                        format!("worker group {group}")
+                    };
+                    format!("{what}: {n} pod(s)")
+                })
+                .collect();
+            ConditionPlan {
+                type_: c::COND_QUOTA_EXCEEDED,
+                status: TRUE,
+                reason: c::REASON_QUOTA_EXCEEDED,
+                message: format!(
+                    "{} wait for quota: workload slice {} (LocalQueue {}): {}",
+                    groups.join(", "),
+                    p.workload,
+                    p.local_queue,
+                    p.message
+                ),
+                refresh: false,
+            }
+        }
+        _ => ConditionPlan {
+            type_: c::COND_QUOTA_EXCEEDED,
+            status: FALSE,
+            reason: c::REASON_WITHIN_QUOTA,
+            message: "no pod of this cluster waits for quota Kueue cannot give".to_string(),
+            refresh: false,
+        },
+    }
+}
+
 fn has_condition(rc: &RayCluster, type_: &str) -> bool {
     crate::api::conditions::is_true(rc.status.as_ref().and_then(|s| s.conditions.as_deref()), type_)
 }
@@ -340,6 +388,18 @@ async fn cluster_conditions(
             publish(ctx, rc, EventType::Normal, gated.reason, note).await;
         }
         conditions.push(gated);
+        let exceeded = quota_exceeded_condition(rc, g);
+        if exceeded.status == TRUE && !has_condition(rc, c::COND_QUOTA_EXCEEDED) {
+            publish(
+                ctx,
+                rc,
+                EventType::Warning,
+                c::REASON_QUOTA_EXCEEDED,
+                exceeded.message.clone(),
+            )
+            .await;
+        }
+        conditions.push(exceeded);
     }
     conditions
 }

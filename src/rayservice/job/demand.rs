@@ -326,22 +326,36 @@ pub fn pods_until_gone<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> LivePods 
 fn count_pods<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> LivePods {
     let mut out = LivePods::new();
     for p in pods {
-        let labels = p.labels();
-        let Some(cluster) = labels.get(c::LABEL_CLUSTER) else {
+        let Some((cluster, group)) = cluster_and_podset(p) else {
             continue;
-        };
-        let group = if labels.get(c::LABEL_NODE_TYPE).map(String::as_str) == Some(c::NODE_TYPE_HEAD) {
-            HEAD_PODSET.to_string()
-        } else {
-            labels
-                .get(c::LABEL_GROUP)
-                .cloned()
-                .unwrap_or_default()
-                .to_lowercase()
         };
         *out.entry(cluster.clone()).or_default().entry(group).or_default() += 1;
     }
     out
+}
+
+/// The cluster a Ray pod belongs to and its podset there (`head`, or its worker group lowercased).
+fn cluster_and_podset(p: &Pod) -> Option<(&String, String)> {
+    let labels = p.labels();
+    let cluster = labels.get(c::LABEL_CLUSTER)?;
+    let group = if labels.get(c::LABEL_NODE_TYPE).map(String::as_str) == Some(c::NODE_TYPE_HEAD) {
+        HEAD_PODSET.to_string()
+    } else {
+        labels
+            .get(c::LABEL_GROUP)
+            .cloned()
+            .unwrap_or_default()
+            .to_lowercase()
+    };
+    Some((cluster, group))
+}
+
+/// How a cluster's pods stand with the scheduler, per podset (Kueue v0.20's PodsScheduled).
+pub fn pods_scheduling<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> crate::jobframework::PodsScheduling {
+    crate::jobframework::count_pods_scheduling(
+        pods.into_iter()
+            .filter_map(|p| cluster_and_podset(p).map(|(_, group)| (p, group))),
+    )
 }
 
 /// The gate: how many pods of each group each child may have, given the latest admitted slice's podsets.

@@ -26,6 +26,9 @@ pub struct PendingSlice {
     pub workload: String,
     pub local_queue: String,
     pub message: String,
+    /// Kueue tried it and found no quota: no reservation, `QuotaReserved=False` (not a slice waiting
+    /// for admission checks, nor one no admission cycle has seen yet).
+    pub quota_denied: bool,
 }
 
 /// What the gate lets each child run.
@@ -104,6 +107,7 @@ pub fn decide(rs: &RayService, children: &[RayCluster], workloads: &[Workload], 
             workload: w.name_any(),
             local_queue: w.spec.queue_name.clone().unwrap_or_default(),
             message: why,
+            quota_denied: false,
         }),
         (p, None) => p,
     };
@@ -132,6 +136,11 @@ fn pending_slice(workloads: &[Workload]) -> Option<PendingSlice> {
             workload: w.name_any(),
             local_queue: w.spec.queue_name.clone().unwrap_or_default(),
             message: waits_for(w),
+            quota_denied: !w.has_quota_reservation()
+                && w.status.as_ref().is_some_and(|s| {
+                    s.condition(crate::api::kueue::constants::condition::QUOTA_RESERVED)
+                        .is_some_and(|c| c.status == crate::api::conditions::FALSE)
+                }),
         })
 }
 
@@ -310,6 +319,24 @@ impl ClusterGate {
             ),
             (None, false) => "no admitted workload slice covers this cluster".to_string(),
         }
+    }
+
+    /// Per group (`head` or a worker group), how many of the pods `rc` wants the gate does not let
+    /// it run; groups it covers are left out.
+    pub fn short_of(&self, rc: &RayCluster) -> BTreeMap<String, i64> {
+        let Ok(child) = demand::child_demand(rc, &Default::default()) else {
+            return BTreeMap::new();
+        };
+        let mut want: BTreeMap<String, i64> = BTreeMap::new();
+        for (id, n, _) in &child.pods {
+            *want.entry(id.group.clone()).or_default() += n;
+        }
+        want.into_iter()
+            .filter_map(|(g, n)| {
+                let short = n.saturating_sub(self.allowed.get(&g).copied().unwrap_or(0));
+                (short > 0).then_some((g, short))
+            })
+            .collect()
     }
 }
 

@@ -33,6 +33,8 @@ pub struct RayClusterJob {
     /// observed its current generation (empty once it has): an elastic cluster's demand does not drop
     /// below it until then (`spec_observed`).
     pub held: BTreeMap<String, i64>,
+    /// How its pods stand with the scheduler (Kueue v0.20's PodsScheduled).
+    pub scheduling: crate::jobframework::PodsScheduling,
 }
 
 impl RayClusterJob {
@@ -42,6 +44,7 @@ impl RayClusterJob {
             rc,
             pods: BTreeMap::new(),
             held: BTreeMap::new(),
+            scheduling: Default::default(),
         }
     }
 }
@@ -92,6 +95,7 @@ impl JobKind for RayClusterJob {
         let pods = Api::<Pod>::namespaced(client.clone(), &ns)
             .list(&ListParams::default().labels(&selector))
             .await?;
+        let scheduling = demand::pods_scheduling(&pods.items);
         let pods = demand::pods_until_gone(&pods.items)
             .remove(&obj.name_any())
             .unwrap_or_default();
@@ -99,6 +103,7 @@ impl JobKind for RayClusterJob {
             rc: obj.clone(),
             pods,
             held,
+            scheduling,
         })
     }
 
@@ -224,6 +229,10 @@ impl GenericJob for RayClusterJob {
 
     fn pods_ready(&self) -> bool {
         !self.is_suspended() && cluster_pods_ready(&self.rc)
+    }
+
+    fn pods_scheduling(&self) -> Option<crate::jobframework::PodsScheduling> {
+        Some(self.scheduling.clone())
     }
 }
 

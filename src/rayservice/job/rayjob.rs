@@ -415,6 +415,7 @@ mod tests {
             rc,
             pods: [("group1".to_string(), 3)].into(),
             held: Default::default(),
+            scheduling: Default::default(),
         });
         assert_eq!(names_and_counts(&j)[1], ("group1".into(), 3));
         // Not elastic: the spec's count, whatever the cluster says.
