@@ -303,7 +303,7 @@ async fn a_rayservice_change_on_the_manager_upgrades_it_gated_on_its_worker() {
         let services = services.clone();
         async move {
             poll(what, || async {
-                services.get_opt("rs").await.unwrap().filter(|r| cond(r))
+                services.get_opt("rs").await.unwrap().filter(cond)
             })
             .await
         }
