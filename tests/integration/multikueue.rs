@@ -43,7 +43,10 @@ pub(super) struct Worker {
 impl Worker {
     /// Serves `cluster` on loopback TCP, its kubeconfig written to a file; `sims` (if any) stop with it.
     pub(super) async fn serve(cluster: Cluster, name: &str, sims: Option<CancellationToken>) -> Worker {
-        let dir = std::env::temp_dir().join(format!("quotagate-mk-{}-{name}", std::process::id()));
+        // One directory per worker of the process: tests run side by side with the same worker names.
+        static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("quotagate-mk-{}-{seq}-{name}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let kubeconfig = dir.join("kubeconfig");
         let serving = CancellationToken::new();
