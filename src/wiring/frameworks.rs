@@ -108,6 +108,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_multikueue_adapters_follow_the_frameworks() {
+        let settings = Some(crate::multikueue::Settings {
+            namespace: "ns".into(),
+            origin: "o".into(),
+        });
+        let kinds = |f: Frameworks| {
+            multikueue_options(f, &settings)
+                .map(|o| o.adapters.iter().map(|a| a.gvk().kind).collect::<Vec<_>>())
+                .unwrap_or_default()
+        };
+        assert_eq!(
+            kinds(Frameworks::default()),
+            vec!["Job", "RayCluster", "RayService", "RayJob"]
+        );
+        assert_eq!(kinds(Frameworks::from_names(["ray.io/rayjob"])), vec!["RayJob"]);
+        assert!(kinds(Frameworks::from_names(["pod"])).is_empty());
+        assert!(multikueue_options(Frameworks::default(), &None).is_none());
+    }
+
+    #[test]
     fn the_managed_kinds_follow_the_frameworks() {
         let kinds = |f: Frameworks| managed_kinds(f).into_iter().map(|g| g.kind).collect::<Vec<_>>();
         assert_eq!(
