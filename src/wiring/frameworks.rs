@@ -6,9 +6,11 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::kueue::config::Frameworks;
+use crate::api::ray::{RayCluster, RayJob, RayService};
 use crate::jobframework::job_controller::{self, JobContext, JobKind};
 use crate::jobs::batch::{self, BatchJob};
 use crate::jobs::pod::{self, PodJob};
+use crate::rayservice::job::multikueue::RayAdapter;
 use crate::rayservice::job::raycluster::RayClusterJob;
 use crate::rayservice::job::rayjob::RayJobJob;
 use crate::rayservice::job::rayservice::RayServiceJob;
@@ -40,7 +42,7 @@ fn spawn_kind<J: JobKind>(jobs: &JobContext, cancel: &CancellationToken) -> Join
 }
 
 /// The MultiKueue controllers' options with the adapters of the kinds managed that have one (the batch
-/// Job so far); `None` when MultiKueue is off or no kind has an adapter.
+/// Job and the Ray kinds); `None` when MultiKueue is off or no kind has an adapter.
 pub fn multikueue_options(
     f: Frameworks,
     settings: &Option<crate::multikueue::Settings>,
@@ -50,6 +52,15 @@ pub fn multikueue_options(
         Vec::new();
     if f.batch_job {
         adapters.push(std::sync::Arc::new(batch::multikueue::BatchJobAdapter));
+    }
+    if f.ray_cluster {
+        adapters.push(std::sync::Arc::new(RayAdapter::<RayCluster>::default()));
+    }
+    if f.ray_service {
+        adapters.push(std::sync::Arc::new(RayAdapter::<RayService>::default()));
+    }
+    if f.ray_job {
+        adapters.push(std::sync::Arc::new(RayAdapter::<RayJob>::default()));
     }
     (!adapters.is_empty()).then(|| crate::multikueue::Options {
         namespace: s.namespace.clone(),
@@ -102,6 +113,26 @@ pub fn spawn(f: Frameworks, jobs: &JobContext, cancel: &CancellationToken) -> Ve
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_multikueue_adapters_follow_the_frameworks() {
+        let settings = Some(crate::multikueue::Settings {
+            namespace: "ns".into(),
+            origin: "o".into(),
+        });
+        let kinds = |f: Frameworks| {
+            multikueue_options(f, &settings)
+                .map(|o| o.adapters.iter().map(|a| a.gvk().kind).collect::<Vec<_>>())
+                .unwrap_or_default()
+        };
+        assert_eq!(
+            kinds(Frameworks::default()),
+            vec!["Job", "RayCluster", "RayService", "RayJob"]
+        );
+        assert_eq!(kinds(Frameworks::from_names(["ray.io/rayjob"])), vec!["RayJob"]);
+        assert!(kinds(Frameworks::from_names(["pod"])).is_empty());
+        assert!(multikueue_options(Frameworks::default(), &None).is_none());
+    }
 
     #[test]
     fn the_managed_kinds_follow_the_frameworks() {

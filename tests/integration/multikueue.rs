@@ -14,6 +14,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::{Api, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
+use quotagate::api::kueue::builders::ClusterQueueBuilder;
 use quotagate::api::kueue::constants::{condition, label};
 use quotagate::api::kueue::multikueue::{
     ClusterSource, KubeConfig, LocationType, MULTIKUEUE_CONTROLLER_NAME, MultiKueueClusterSpec,
@@ -23,6 +24,7 @@ use quotagate::api::kueue::{
     AdmissionCheck, AdmissionCheckParametersReference, AdmissionCheckSpec, CheckState, ClusterQueue,
     MultiKueueCluster, MultiKueueConfig, ResourceFlavor,
 };
+use quotagate::embedded::rbac::Authorizer;
 use quotagate::jobframework::names::NameLength;
 use quotagate::jobframework::workload::workload_name_for_job;
 use quotagate::jobs::batch::BatchJob;
@@ -31,11 +33,39 @@ use tokio_util::sync::CancellationToken;
 
 use crate::support::*;
 
-struct Worker {
-    cluster: Cluster,
-    kubeconfig: std::path::PathBuf,
-    _sims: tokio_util::sync::DropGuard,
+pub(super) struct Worker {
+    pub(super) cluster: Cluster,
+    pub(super) kubeconfig: std::path::PathBuf,
+    _sims: Option<tokio_util::sync::DropGuard>,
     _serving: tokio_util::sync::DropGuard,
+}
+
+impl Worker {
+    /// Serves `cluster` on loopback TCP, its kubeconfig written to a file; `sims` (if any) stop with it.
+    pub(super) async fn serve(cluster: Cluster, name: &str, sims: Option<CancellationToken>) -> Worker {
+        // One directory per worker of the process: tests run side by side with the same worker names.
+        static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("quotagate-mk-{}-{seq}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let kubeconfig = dir.join("kubeconfig");
+        let serving = CancellationToken::new();
+        cluster
+            .server
+            .spawn_tcp("127.0.0.1:0".parse().unwrap(), Some(&kubeconfig), serving.clone())
+            .await
+            .unwrap();
+        Worker {
+            cluster,
+            kubeconfig,
+            _sims: sims.map(CancellationToken::drop_guard),
+            _serving: serving.drop_guard(),
+        }
+    }
+
+    pub(super) fn remove_kubeconfig(&self) {
+        let _ = std::fs::remove_dir_all(self.kubeconfig.parent().unwrap());
+    }
 }
 
 /// A worker: server on loopback TCP (kubeconfig written to a file), manager, simulated nodes and Job
@@ -69,21 +99,7 @@ async fn worker(name: &str, cpu: &str, milli: i64) -> Worker {
         ))
         .await;
     cluster.local_queue("lq", "cq").await;
-    let dir = std::env::temp_dir().join(format!("quotagate-mk-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let kubeconfig = dir.join("kubeconfig");
-    let serving = CancellationToken::new();
-    cluster
-        .server
-        .spawn_tcp("127.0.0.1:0".parse().unwrap(), Some(&kubeconfig), serving.clone())
-        .await
-        .unwrap();
-    Worker {
-        cluster,
-        kubeconfig,
-        _sims: sims.drop_guard(),
-        _serving: serving.drop_guard(),
-    }
+    Worker::serve(cluster, name, Some(sims)).await
 }
 
 fn mk_cluster(name: &str, location: &str, location_type: LocationType) -> MultiKueueCluster {
@@ -109,6 +125,110 @@ fn active(c: &MultiKueueCluster) -> Option<(String, String)> {
         .iter()
         .find(|c| c.type_ == "Active")?;
     Some((cond.status.clone(), cond.reason.clone()))
+}
+
+/// The manager of a MultiKueue run: `m`'s manager restarted under the shipped Role (what MultiKueue
+/// needs is granted, and used) with MultiKueue on (origin `multikueue`) and `m`'s Ray operator if it
+/// has one; `flavor`, ClusterQueue `cq` (from `cq`, with the check `mk`) and LocalQueue `lq`; worker1's
+/// kubeconfig in a Secret, worker2's by path, worker3's Secret missing; MultiKueueConfig `mkc` of the
+/// three and the AdmissionCheck `mk` of it. Returns once worker1 and worker2 are `Active`.
+pub(super) async fn start_manager(
+    mut m: Cluster,
+    flavor: ResourceFlavor,
+    cq: ClusterQueueBuilder,
+    w1: &Worker,
+    w2: &Worker,
+) -> (Cluster, Arc<Authorizer>) {
+    let authz = shipped_role();
+    if let Some(old) = m.manager.take() {
+        old.stop().await;
+    }
+    m.manager = Some(Manager::start_opts(
+        m.server.client_as(authz.clone()),
+        quotagate::wiring::manager::ManagerOptions {
+            leader_election: false,
+            identity: "m1".into(),
+            resync: std::time::Duration::from_millis(300),
+            ray: m.ray.clone(),
+            multikueue: Some(MultiKueueSettings {
+                namespace: "default".into(),
+                origin: "multikueue".into(),
+            }),
+            ..Default::default()
+        },
+    ));
+    Api::<ResourceFlavor>::all(m.client.clone())
+        .create(&PostParams::default(), &flavor)
+        .await
+        .unwrap();
+    m.cluster_queue(with_all_namespaces(cq.admission_check("mk", &[]).build()))
+        .await;
+    m.local_queue("lq", "cq").await;
+
+    // worker1's kubeconfig in a Secret of the manager's namespace, worker2's by path.
+    let text = std::fs::read(&w1.kubeconfig).unwrap();
+    let mut secret = Secret::default();
+    secret.metadata.name = Some("worker1-kubeconfig".into());
+    secret.data = Some([("kubeconfig".to_string(), ByteString(text))].into());
+    Api::<Secret>::namespaced(m.client.clone(), "default")
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    let mkcs: Api<MultiKueueCluster> = Api::all(m.client.clone());
+    for c in [
+        mk_cluster("worker1", "worker1-kubeconfig", LocationType::Secret),
+        mk_cluster("worker2", w2.kubeconfig.to_str().unwrap(), LocationType::Path),
+        mk_cluster("worker3", "no-such-secret", LocationType::Secret),
+    ] {
+        mkcs.create(&PostParams::default(), &c).await.unwrap();
+    }
+    Api::<MultiKueueConfig>::all(m.client.clone())
+        .create(
+            &PostParams::default(),
+            &MultiKueueConfig::new(
+                "mkc",
+                MultiKueueConfigSpec {
+                    clusters: vec!["worker1".into(), "worker2".into(), "worker3".into()],
+                    quota_management: None,
+                },
+            ),
+        )
+        .await
+        .unwrap();
+    Api::<AdmissionCheck>::all(m.client.clone())
+        .create(
+            &PostParams::default(),
+            &AdmissionCheck::new(
+                "mk",
+                AdmissionCheckSpec {
+                    controller_name: MULTIKUEUE_CONTROLLER_NAME.into(),
+                    parameters: Some(AdmissionCheckParametersReference {
+                        api_group: "kueue.x-k8s.io".into(),
+                        kind: "MultiKueueConfig".into(),
+                        name: "mkc".into(),
+                    }),
+                },
+            ),
+        )
+        .await
+        .unwrap();
+
+    for name in ["worker1", "worker2"] {
+        wait_for(&mkcs, name, "Active=True", |c| {
+            active(c) == Some(("True".into(), "Active".into()))
+        })
+        .await;
+    }
+    (m, authz)
+}
+
+/// The manager asked nothing the shipped Role denies, and used every one of `grants`.
+pub(super) fn assert_role_used(authz: &Authorizer, grants: &[&str]) {
+    let denied: Vec<String> = authz.denied().iter().map(|a| a.to_string()).collect();
+    assert!(denied.is_empty(), "the shipped Role is missing: {denied:?}");
+    let unused = authz.unused();
+    let idle: Vec<&&str> = grants.iter().filter(|g| unused.iter().any(|u| u == *g)).collect();
+    assert!(idle.is_empty(), "MultiKueue grants no request used: {idle:?}");
 }
 
 /// Every Workload name ever seen on a cluster (so a copy removed quickly is still known to have been
@@ -156,115 +276,36 @@ async fn a_job_is_dispatched_runs_on_the_worker_that_admits_it_and_reports_back(
     let w1 = worker("worker1", "2", 2000).await;
     let w2 = worker("worker2", "500m", 500).await;
 
-    let mut m = Cluster::start(Limits::default().cq("cq", 2000)).await;
-    // The manager runs under the shipped Role: what MultiKueue needs is granted, and used.
-    let authz = shipped_role();
-    if let Some(old) = m.manager.take() {
-        old.stop().await;
-    }
-    m.manager = Some(Manager::start_opts(
-        m.server.client_as(authz.clone()),
-        quotagate::wiring::manager::ManagerOptions {
-            leader_election: false,
-            identity: "m1".into(),
-            resync: std::time::Duration::from_millis(300),
-            ray: m.ray.clone(),
-            multikueue: Some(MultiKueueSettings {
-                namespace: "default".into(),
-                origin: "multikueue".into(),
-            }),
-            ..Default::default()
-        },
-    ));
-    Api::<ResourceFlavor>::all(m.client.clone())
-        .create(
-            &PostParams::default(),
-            &ResourceFlavor::build("on-demand").build(),
-        )
-        .await
-        .unwrap();
-    m.cluster_queue(with_all_namespaces(
-        ClusterQueue::build("cq")
-            .flavor("on-demand", [("cpu", "2")])
-            .admission_check("mk", &[])
-            .build(),
-    ))
+    let m = Cluster::start(Limits::default().cq("cq", 2000)).await;
+    let (m, authz) = start_manager(
+        m,
+        ResourceFlavor::build("on-demand").build(),
+        ClusterQueue::build("cq").flavor("on-demand", [("cpu", "2")]),
+        &w1,
+        &w2,
+    )
     .await;
-    m.local_queue("lq", "cq").await;
-
-    // worker1's kubeconfig in a Secret of the manager's namespace, worker2's by path.
-    let text = std::fs::read(&w1.kubeconfig).unwrap();
-    let mut secret = Secret::default();
-    secret.metadata.name = Some("worker1-kubeconfig".into());
-    secret.data = Some([("kubeconfig".to_string(), ByteString(text))].into());
-    Api::<Secret>::namespaced(m.client.clone(), "default")
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap();
     let mkcs: Api<MultiKueueCluster> = Api::all(m.client.clone());
-    for c in [
-        mk_cluster("worker1", "worker1-kubeconfig", LocationType::Secret),
-        mk_cluster("worker2", w2.kubeconfig.to_str().unwrap(), LocationType::Path),
-        mk_cluster("worker3", "no-such-secret", LocationType::Secret),
-    ] {
-        mkcs.create(&PostParams::default(), &c).await.unwrap();
-    }
-    Api::<MultiKueueConfig>::all(m.client.clone())
-        .create(
-            &PostParams::default(),
-            &MultiKueueConfig::new(
-                "mkc",
-                MultiKueueConfigSpec {
-                    clusters: vec!["worker1".into(), "worker2".into(), "worker3".into()],
-                    quota_management: None,
-                },
-            ),
-        )
-        .await
-        .unwrap();
     let checks: Api<AdmissionCheck> = Api::all(m.client.clone());
-    checks
-        .create(
-            &PostParams::default(),
-            &AdmissionCheck::new(
-                "mk",
-                AdmissionCheckSpec {
-                    controller_name: MULTIKUEUE_CONTROLLER_NAME.into(),
-                    parameters: Some(AdmissionCheckParametersReference {
-                        api_group: "kueue.x-k8s.io".into(),
-                        kind: "MultiKueueConfig".into(),
-                        name: "mkc".into(),
-                    }),
-                },
-            ),
-        )
-        .await
-        .unwrap();
-
-    for name in ["worker1", "worker2"] {
-        wait_for(&mkcs, name, "Active=True", |c| {
-            active(c) == Some(("True".into(), "Active".into()))
-        })
-        .await;
-    }
     let w3 = wait_for(&mkcs, "worker3", "Active=False", |c| {
         active(c) == Some(("False".into(), "BadConfig".into()))
     })
     .await;
     let msg = &w3.status.unwrap().conditions[0].message;
     assert!(msg.contains("no-such-secret"), "{msg}");
-    let ac = wait_for(&checks, "mk", "Active, some clusters unusable", |ac| {
+    // Waited for with its message: under load the check may first be written while worker1 still
+    // connects ("Inactive clusters: [worker1 worker3]").
+    wait_for(&checks, "mk", "Active, worker3 unusable", |ac| {
         ac.status.as_ref().is_some_and(|s| {
-            s.conditions
-                .iter()
-                .any(|c| c.type_ == "Active" && c.status == "True" && c.reason == "SomeActiveClusters")
+            s.conditions.iter().any(|c| {
+                c.type_ == "Active"
+                    && c.status == "True"
+                    && c.reason == "SomeActiveClusters"
+                    && c.message == "Inactive clusters: [worker3]"
+            })
         })
     })
     .await;
-    assert_eq!(
-        ac.status.unwrap().conditions[0].message,
-        "Inactive clusters: [worker3]"
-    );
 
     let seen_on_w2 = record_workload_names(w2.cluster.client.clone()).await;
     let jobs: Api<Job> = Api::namespaced(m.client.clone(), "default");
@@ -357,17 +398,10 @@ async fn a_job_is_dispatched_runs_on_the_worker_that_admits_it_and_reports_back(
     })
     .await;
     wait_gone(&w1.cluster.workloads(), &wl_name).await;
-    let denied: Vec<String> = authz.denied().iter().map(|a| a.to_string()).collect();
-    assert!(denied.is_empty(), "the shipped Role is missing: {denied:?}");
-    let unused = authz.unused();
-    let idle: Vec<&str> = MULTIKUEUE_GRANTS
-        .into_iter()
-        .filter(|g| unused.iter().any(|u| u == g))
-        .collect();
-    assert!(idle.is_empty(), "MultiKueue grants no request used: {idle:?}");
+    assert_role_used(&authz, &MULTIKUEUE_GRANTS);
     m.quota.assert_safe();
     w1.cluster.quota.assert_safe();
     w2.cluster.quota.assert_safe();
-    let _ = std::fs::remove_dir_all(w1.kubeconfig.parent().unwrap());
-    let _ = std::fs::remove_dir_all(w2.kubeconfig.parent().unwrap());
+    w1.remove_kubeconfig();
+    w2.remove_kubeconfig();
 }

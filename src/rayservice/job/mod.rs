@@ -5,6 +5,7 @@ pub mod claim;
 pub mod demand;
 pub mod gate;
 pub mod growth;
+pub mod multikueue;
 pub mod raycluster;
 pub mod rayjob;
 pub mod rayservice;

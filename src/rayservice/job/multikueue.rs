@@ -1,0 +1,391 @@
+//! The MultiKueue adapters of RayCluster, RayJob and RayService (Kueue's
+//! `pkg/controller/jobs/ray/ray_multikueue_adapter.go`, with `raycluster/`, `rayjob/` and
+//! `rayservice/..._multikueue_adapter.go` choosing what each kind copies): a Ray object with
+//! `spec.managedBy: kueue.x-k8s.io/multikueue` is copied to the worker that won its Workload (metadata
+//! for creation, the whole spec, `managedBy` cleared so the worker's operator runs it, the origin and
+//! prebuilt-workload labels), and the copy's whole status is brought back onto the manager's object.
+//!
+//! Beyond Kueue, for RayService: Kueue's `MultiKueueRemoteSpecSync` forwards only `serveConfigV2`; here
+//! a change of `rayClusterConfig` or `upgradeStrategy` on the manager reaches the worker's copy too,
+//! so the worker's own quotagate runs the quota-gated upgrade against the worker's ClusterQueue, and
+//! the manager's RayService shows the worker's upgrade (its pending cluster and gate) through the
+//! mirrored status.
+
+use std::fmt::Debug;
+use std::marker::PhantomData;
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
+use kube::core::object::{HasSpec, HasStatus};
+use kube::core::{GroupVersionKind, NamespaceResourceScope};
+use kube::{Client, Resource};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use crate::api::kueue::multikueue::MANAGED_BY;
+use crate::api::ray::{RayCluster, RayJob, RayService};
+use crate::jobframework::multikueue::{
+    JobKey, MultiKueueAdapter, clone_meta_for_creation, created_by, set_multikueue_meta,
+};
+
+/// What differs between the Ray kinds for MultiKueue (Kueue's `NewMKAdapter` arguments).
+pub trait RayMultiKueueKind:
+    Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + HasSpec
+    + HasStatus<Status: PartialEq + Serialize + Clone>
+    + Clone
+    + Serialize
+    + DeserializeOwned
+    + Debug
+    + Send
+    + Sync
+    + 'static
+{
+    /// The kind's `spec.managedBy`.
+    fn managed_by(&self) -> Option<&str>;
+    /// Kueue's `setManagedBy(job, nil)`: the worker's operator takes the copy over.
+    fn clear_managed_by(&mut self);
+    /// How the manager's object takes the copy's status: `update` for RayJobs, `patch` for the
+    /// others (what the shipped Role grants each kind's status for its own controllers).
+    const STATUS_BY_UPDATE: bool;
+    /// Kueue's `RemoteSpecSyncer`: the JSON Patch operations that bring the spec fields the manager
+    /// forwards after creation onto the worker's copy; empty when they agree (or the kind forwards
+    /// none: Kueue's RayJob and RayCluster are created once).
+    fn spec_sync(_remote: &Self, _local: &Self) -> Vec<Value> {
+        Vec::new()
+    }
+}
+
+impl RayMultiKueueKind for RayCluster {
+    fn managed_by(&self) -> Option<&str> {
+        self.spec.managed_by.as_deref()
+    }
+    fn clear_managed_by(&mut self) {
+        self.spec.managed_by = None;
+    }
+    const STATUS_BY_UPDATE: bool = false;
+}
+
+impl RayMultiKueueKind for RayJob {
+    fn managed_by(&self) -> Option<&str> {
+        self.spec.managed_by.as_deref()
+    }
+    fn clear_managed_by(&mut self) {
+        self.spec.managed_by = None;
+    }
+    const STATUS_BY_UPDATE: bool = true;
+}
+
+impl RayMultiKueueKind for RayService {
+    fn managed_by(&self) -> Option<&str> {
+        self.spec.managed_by.as_deref()
+    }
+    fn clear_managed_by(&mut self) {
+        self.spec.managed_by = None;
+    }
+    const STATUS_BY_UPDATE: bool = false;
+
+    /// Kueue forwards `serveConfigV2` (an in-place Serve update); quotagate also forwards
+    /// `rayClusterConfig` and `upgradeStrategy`, so a cluster change upgrades the worker's service,
+    /// gated by the worker's quota.
+    fn spec_sync(remote: &Self, local: &Self) -> Vec<Value> {
+        let (r, l) = (&remote.spec, &local.spec);
+        let mut ops = Vec::new();
+        field_op(&mut ops, "serveConfigV2", &r.serve_config_v2, &l.serve_config_v2);
+        field_op(
+            &mut ops,
+            "upgradeStrategy",
+            &r.upgrade_strategy,
+            &l.upgrade_strategy,
+        );
+        if r.ray_cluster_config != l.ray_cluster_config {
+            ops.push(json!({"op": "add", "path": "/spec/rayClusterConfig", "value": l.ray_cluster_config}));
+        }
+        ops
+    }
+}
+
+/// The operation that makes the optional spec field `name` of the remote equal the local one.
+fn field_op<T: PartialEq + Serialize>(
+    ops: &mut Vec<Value>,
+    name: &str,
+    remote: &Option<T>,
+    local: &Option<T>,
+) {
+    if remote == local {
+        return;
+    }
+    let path = format!("/spec/{name}");
+    ops.push(match local {
+        Some(v) => json!({"op": "add", "path": path, "value": v}),
+        None => json!({"op": "remove", "path": path}),
+    });
+}
+
+/// Kueue's `copyJobSpec` plus `SetMultiKueueMeta` and `setManagedBy(nil)`: the worker's copy.
+pub fn remote_copy<K: RayMultiKueueKind>(local: &K, workload_name: &str, origin: &str) -> K {
+    let mut copy = local.clone();
+    *copy.meta_mut() = clone_meta_for_creation(local.meta());
+    set_multikueue_meta(copy.meta_mut(), workload_name, origin);
+    copy.clear_managed_by();
+    *copy.status_mut() = None;
+    copy
+}
+
+/// Kueue's `copyJobStatus` (the whole status): the JSON Patch that puts the copy's status on the
+/// manager's object, `None` when they agree already.
+pub fn status_patch<K: RayMultiKueueKind>(local: &K, remote: &K) -> Option<Value> {
+    if local.status() == remote.status() {
+        return None;
+    }
+    Some(match remote.status() {
+        Some(s) => json!([{"op": "add", "path": "/status", "value": s}]),
+        None => json!([{"op": "remove", "path": "/status"}]),
+    })
+}
+
+fn json_patch(ops: Value) -> Result<Patch<()>, kube::Error> {
+    serde_json::from_value::<json_patch::Patch>(ops)
+        .map(Patch::Json)
+        .map_err(kube::Error::SerdeError)
+}
+
+/// The MultiKueue adapter of one Ray kind.
+pub struct RayAdapter<K>(PhantomData<fn() -> K>);
+
+impl<K> Default for RayAdapter<K> {
+    fn default() -> Self {
+        RayAdapter(PhantomData)
+    }
+}
+
+impl<K: RayMultiKueueKind> RayAdapter<K> {
+    /// Brings the copy's status onto the manager's object.
+    async fn copy_status(locals: &Api<K>, local: &K, remote: &K) -> Result<(), kube::Error> {
+        let Some(ops) = status_patch(local, remote) else {
+            return Ok(());
+        };
+        let name = local.meta().name.clone().unwrap_or_default();
+        if K::STATUS_BY_UPDATE {
+            let mut fresh = local.clone();
+            *fresh.status_mut() = remote.status().cloned();
+            locals
+                .replace_status(&name, &PostParams::default(), &fresh)
+                .await?;
+        } else {
+            locals
+                .patch_status(&name, &PatchParams::default(), &json_patch(ops)?)
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+impl<K: RayMultiKueueKind> MultiKueueAdapter for RayAdapter<K> {
+    fn gvk(&self) -> GroupVersionKind {
+        GroupVersionKind::gvk(&K::group(&()), &K::version(&()), &K::kind(&()))
+    }
+
+    fn unmanaged_reason<'a>(
+        &'a self,
+        local: &'a Client,
+        key: &'a JobKey,
+    ) -> BoxFuture<'a, Result<Option<String>, kube::Error>> {
+        async move {
+            let job = Api::<K>::namespaced(local.clone(), &key.namespace)
+                .get(&key.name)
+                .await?;
+            let by = job.managed_by().unwrap_or_default();
+            Ok((by != MANAGED_BY)
+                .then(|| format!("Expecting spec.managedBy to be {MANAGED_BY:?} not {by:?}")))
+        }
+        .boxed()
+    }
+
+    /// Kueue's `SyncJob`: the status back when the copy exists (and, for a RayService, the forwarded
+    /// spec fields out), else the copy created.
+    fn sync_job<'a>(
+        &'a self,
+        local: &'a Client,
+        remote: &'a Client,
+        key: &'a JobKey,
+        workload_name: &'a str,
+        origin: &'a str,
+    ) -> BoxFuture<'a, Result<bool, kube::Error>> {
+        async move {
+            let locals = Api::<K>::namespaced(local.clone(), &key.namespace);
+            let remotes = Api::<K>::namespaced(remote.clone(), &key.namespace);
+            let local_job = locals.get(&key.name).await?;
+            let Some(remote_job) = remotes.get_opt(&key.name).await? else {
+                let copy = remote_copy(&local_job, workload_name, origin);
+                remotes.create(&PostParams::default(), &copy).await?;
+                return Ok(false);
+            };
+            Self::copy_status(&locals, &local_job, &remote_job).await?;
+            let mut ops = K::spec_sync(&remote_job, &local_job);
+            if !ops.is_empty() {
+                // Only onto the copy that was read: a concurrent change is read again next pass.
+                let rv = remote_job.meta().resource_version.clone().unwrap_or_default();
+                ops.insert(
+                    0,
+                    json!({"op": "test", "path": "/metadata/resourceVersion", "value": rv}),
+                );
+                remotes
+                    .patch(
+                        &key.name,
+                        &PatchParams::default(),
+                        &json_patch(Value::Array(ops))?,
+                    )
+                    .await?;
+                tracing::info!(job = %key.name, "forwarded the spec change to the worker");
+            }
+            Ok(false)
+        }
+        .boxed()
+    }
+
+    /// Kueue's `DeleteRemoteObject`, guarded as `DeleteRemoteObjectIfOwned`: only a copy this manager
+    /// made is deleted (in the background: its children go with it).
+    fn delete_remote_object<'a>(
+        &'a self,
+        remote: &'a Client,
+        key: &'a JobKey,
+        origin: &'a str,
+    ) -> BoxFuture<'a, Result<(), kube::Error>> {
+        async move {
+            let remotes = Api::<K>::namespaced(remote.clone(), &key.namespace);
+            let Some(job) = remotes.get_opt(&key.name).await? else {
+                return Ok(());
+            };
+            if !created_by(job.meta(), origin) || job.meta().deletion_timestamp.is_some() {
+                return Ok(());
+            }
+            let dp = DeleteParams {
+                propagation_policy: Some(PropagationPolicy::Background),
+                ..Default::default()
+            };
+            match remotes.delete(&key.name, &dp).await {
+                Ok(_) => Ok(()),
+                Err(e) if crate::kit::shell::is_not_found(&e) => Ok(()),
+                Err(e) => Err(e),
+            }
+        }
+        .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::kueue::multikueue::ORIGIN_LABEL;
+
+    fn rs(v: Value) -> RayService {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn service(version: &str, serve: &str) -> RayService {
+        rs(json!({
+            "apiVersion": "ray.io/v1", "kind": "RayService",
+            "metadata": {"name": "s", "namespace": "ns", "uid": "u", "resourceVersion": "9", "generation": 2,
+                "labels": {"kueue.x-k8s.io/queue-name": "lq"},
+                "ownerReferences": [{"apiVersion": "v1", "kind": "X", "name": "x", "uid": "x"}]},
+            "spec": {"managedBy": MANAGED_BY, "suspend": true, "serveConfigV2": serve,
+                "rayClusterConfig": {"rayVersion": version, "headGroupSpec": {"rayStartParams": {},
+                    "template": {"spec": {"containers": [{"name": "h", "image": format!("ray:{version}")}]}}}}},
+            "status": {"serviceStatus": "Running"}
+        }))
+    }
+
+    /// Kueue `rayservice_multikueue_adapter_test.go` "missing job is created": the copy has the
+    /// manager's spec, no managedBy, the origin and prebuilt-workload labels, no status, and only the
+    /// metadata `CloneObjectMetaForCreation` keeps.
+    #[test]
+    fn the_copy_is_the_spec_without_managed_by_with_the_labels() {
+        let local = service("2.46.0", "a");
+        let copy = remote_copy(&local, "wl1", "origin1");
+        assert_eq!(copy.spec.managed_by, None);
+        assert_eq!(copy.spec.ray_cluster_config, local.spec.ray_cluster_config);
+        assert_eq!(copy.spec.suspend, Some(true));
+        assert_eq!(copy.status, None);
+        assert_eq!(copy.metadata.uid, None);
+        assert_eq!(copy.metadata.resource_version, None);
+        assert_eq!(copy.metadata.owner_references, None);
+        let labels = copy.metadata.labels.unwrap();
+        assert_eq!(labels[ORIGIN_LABEL], "origin1");
+        assert_eq!(labels["kueue.x-k8s.io/prebuilt-workload-name"], "wl1");
+        assert_eq!(labels["kueue.x-k8s.io/queue-name"], "lq");
+    }
+
+    /// Kueue "remote status is copied": the whole status, and nothing written when they agree.
+    #[test]
+    fn the_status_is_copied_whole_and_only_when_it_differs() {
+        let local = service("2.46.0", "a");
+        let mut remote = local.clone();
+        assert_eq!(status_patch(&local, &remote), None);
+        remote.status = Some(
+            serde_json::from_value(json!({"serviceStatus": "Running", "numServeEndpoints": 2})).unwrap(),
+        );
+        let ops = status_patch(&local, &remote).unwrap();
+        assert_eq!(ops[0]["op"], "add");
+        assert_eq!(ops[0]["value"]["numServeEndpoints"], 2);
+        remote.status = None;
+        assert_eq!(status_patch(&local, &remote).unwrap()[0]["op"], "remove");
+    }
+
+    /// Kueue's `remoteSpecSyncer` for RayService forwards `serveConfigV2`; quotagate forwards
+    /// `rayClusterConfig` and `upgradeStrategy` as well, and nothing else (managedBy stays cleared,
+    /// suspend stays the worker's).
+    #[test]
+    fn a_rayservice_forwards_serve_config_cluster_config_and_upgrade_strategy() {
+        let remote = remote_copy(&service("2.46.0", "a"), "wl", "o");
+        assert!(RayService::spec_sync(&remote, &remote_copy(&service("2.46.0", "a"), "wl", "o")).is_empty());
+        let mut local = service("2.47.0", "b");
+        local.spec.suspend = Some(false);
+        local.spec.upgrade_strategy = Some(serde_json::from_value(json!({"type": "NewCluster"})).unwrap());
+        let ops = RayService::spec_sync(&remote, &local);
+        let paths: Vec<&str> = ops.iter().map(|o| o["path"].as_str().unwrap()).collect();
+        assert_eq!(
+            paths,
+            [
+                "/spec/serveConfigV2",
+                "/spec/upgradeStrategy",
+                "/spec/rayClusterConfig"
+            ]
+        );
+        let mut patched = serde_json::to_value(&remote).unwrap();
+        json_patch::patch(
+            &mut patched,
+            &serde_json::from_value::<json_patch::Patch>(json!(ops)).unwrap(),
+        )
+        .unwrap();
+        let patched: RayService = serde_json::from_value(patched).unwrap();
+        assert_eq!(
+            patched.spec.ray_cluster_config.ray_version.as_deref(),
+            Some("2.47.0")
+        );
+        assert_eq!(patched.spec.serve_config_v2.as_deref(), Some("b"));
+        assert_eq!(patched.spec.upgrade_strategy, local.spec.upgrade_strategy);
+        assert_eq!(patched.spec.managed_by, None);
+        assert_eq!(patched.spec.suspend, Some(true));
+        // A field removed on the manager is removed on the worker.
+        let back = RayService::spec_sync(&patched, &service("2.47.0", "b"));
+        assert_eq!(
+            back,
+            vec![json!({"op": "remove", "path": "/spec/upgradeStrategy"})]
+        );
+    }
+
+    /// Kueue's RayJob and RayCluster adapters are create-once: no spec is forwarded.
+    #[test]
+    fn rayjobs_and_rayclusters_forward_no_spec() {
+        let a: RayCluster =
+            serde_json::from_value(json!({"metadata": {"name": "a"}, "spec": {"rayVersion": "1",
+            "headGroupSpec": {"rayStartParams": {}, "template": {}}}}))
+            .unwrap();
+        let mut b = a.clone();
+        b.spec.ray_version = Some("2".into());
+        assert!(RayCluster::spec_sync(&a, &b).is_empty());
+    }
+}
