@@ -55,6 +55,10 @@ pub fn multikueue_options(
         namespace: s.namespace.clone(),
         origin: s.origin.clone(),
         adapters,
+        gc_interval: s.gc_interval,
+        worker_lost_timeout: s.worker_lost_timeout,
+        dispatcher: s.dispatcher,
+        round_timeout: s.round_timeout,
     })
 }
 
