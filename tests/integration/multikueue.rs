@@ -2,7 +2,8 @@
 //! served on loopback TCP with its own kubeconfig (one handed to the manager in a Secret, one by
 //! path), each running quotagate's manager and the simulated Job controller and nodes. A batch Job
 //! with `spec.managedBy: kueue.x-k8s.io/multikueue` created on the manager is dispatched to both
-//! workers, runs on the one that admits it and nowhere else, and its status comes back.
+//! workers, runs on the one that admits it and nowhere else, and its status comes back. The setup
+//! (workers, the manager, the MultiKueue objects) is shared with `multikueue_dispatch`.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -31,16 +32,27 @@ use tokio_util::sync::CancellationToken;
 
 use crate::support::*;
 
-struct Worker {
-    cluster: Cluster,
-    kubeconfig: std::path::PathBuf,
+pub(crate) struct Worker {
+    pub cluster: Cluster,
+    pub kubeconfig: std::path::PathBuf,
+    /// Cancelled: the worker's server stops listening and closes its connections (the worker is
+    /// lost to the manager; its own controllers go on).
+    pub serving: CancellationToken,
     _sims: tokio_util::sync::DropGuard,
     _serving: tokio_util::sync::DropGuard,
 }
 
+impl Drop for Worker {
+    fn drop(&mut self) {
+        if let Some(dir) = self.kubeconfig.parent() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
 /// A worker: server on loopback TCP (kubeconfig written to a file), manager, simulated nodes and Job
 /// controller, flavor `on-demand`, ClusterQueue `cq` with `cpu` and LocalQueue `lq`.
-async fn worker(name: &str, cpu: &str, milli: i64) -> Worker {
+pub(crate) async fn worker(name: &str, cpu: &str, milli: i64) -> Worker {
     let cluster = Cluster::start(Limits::default().cq("cq", milli)).await;
     let sims = CancellationToken::new();
     quotagate::embedded::sim::spawn(
@@ -81,12 +93,13 @@ async fn worker(name: &str, cpu: &str, milli: i64) -> Worker {
     Worker {
         cluster,
         kubeconfig,
+        serving: serving.clone(),
         _sims: sims.drop_guard(),
         _serving: serving.drop_guard(),
     }
 }
 
-fn mk_cluster(name: &str, location: &str, location_type: LocationType) -> MultiKueueCluster {
+pub(crate) fn mk_cluster(name: &str, location: &str, location_type: LocationType) -> MultiKueueCluster {
     MultiKueueCluster::new(
         name,
         MultiKueueClusterSpec {
@@ -101,7 +114,7 @@ fn mk_cluster(name: &str, location: &str, location_type: LocationType) -> MultiK
     )
 }
 
-fn active(c: &MultiKueueCluster) -> Option<(String, String)> {
+pub(crate) fn active(c: &MultiKueueCluster) -> Option<(String, String)> {
     let cond = c
         .status
         .as_ref()?
@@ -113,7 +126,7 @@ fn active(c: &MultiKueueCluster) -> Option<(String, String)> {
 
 /// Every Workload name ever seen on a cluster (so a copy removed quickly is still known to have been
 /// there); returns once the watch has listed, so nothing created after the call is missed.
-async fn record_workload_names(client: kube::Client) -> Arc<Mutex<BTreeSet<String>>> {
+pub(crate) async fn record_workload_names(client: kube::Client) -> Arc<Mutex<BTreeSet<String>>> {
     let seen = Arc::new(Mutex::new(BTreeSet::new()));
     let s = seen.clone();
     let (listed, ready) = tokio::sync::oneshot::channel();
@@ -137,7 +150,7 @@ async fn record_workload_names(client: kube::Client) -> Arc<Mutex<BTreeSet<Strin
     });
     tokio::time::timeout(WAIT, ready)
         .await
-        .expect("the watch on worker2 lists")
+        .expect("the watch on the worker lists")
         .unwrap();
     seen
 }
@@ -156,41 +169,9 @@ async fn a_job_is_dispatched_runs_on_the_worker_that_admits_it_and_reports_back(
     let w1 = worker("worker1", "2", 2000).await;
     let w2 = worker("worker2", "500m", 500).await;
 
-    let mut m = Cluster::start(Limits::default().cq("cq", 2000)).await;
     // The manager runs under the shipped Role: what MultiKueue needs is granted, and used.
     let authz = shipped_role();
-    if let Some(old) = m.manager.take() {
-        old.stop().await;
-    }
-    m.manager = Some(Manager::start_opts(
-        m.server.client_as(authz.clone()),
-        quotagate::wiring::manager::ManagerOptions {
-            leader_election: false,
-            identity: "m1".into(),
-            resync: std::time::Duration::from_millis(300),
-            ray: m.ray.clone(),
-            multikueue: Some(MultiKueueSettings {
-                namespace: "default".into(),
-                origin: "multikueue".into(),
-            }),
-            ..Default::default()
-        },
-    ));
-    Api::<ResourceFlavor>::all(m.client.clone())
-        .create(
-            &PostParams::default(),
-            &ResourceFlavor::build("on-demand").build(),
-        )
-        .await
-        .unwrap();
-    m.cluster_queue(with_all_namespaces(
-        ClusterQueue::build("cq")
-            .flavor("on-demand", [("cpu", "2")])
-            .admission_check("mk", &[])
-            .build(),
-    ))
-    .await;
-    m.local_queue("lq", "cq").await;
+    let m = manager(mk_settings(), Some(authz.clone())).await;
 
     // worker1's kubeconfig in a Secret of the manager's namespace, worker2's by path.
     let text = std::fs::read(&w1.kubeconfig).unwrap();
@@ -209,37 +190,8 @@ async fn a_job_is_dispatched_runs_on_the_worker_that_admits_it_and_reports_back(
     ] {
         mkcs.create(&PostParams::default(), &c).await.unwrap();
     }
-    Api::<MultiKueueConfig>::all(m.client.clone())
-        .create(
-            &PostParams::default(),
-            &MultiKueueConfig::new(
-                "mkc",
-                MultiKueueConfigSpec {
-                    clusters: vec!["worker1".into(), "worker2".into(), "worker3".into()],
-                    quota_management: None,
-                },
-            ),
-        )
-        .await
-        .unwrap();
+    register(&m, &[], &["worker1", "worker2", "worker3"]).await;
     let checks: Api<AdmissionCheck> = Api::all(m.client.clone());
-    checks
-        .create(
-            &PostParams::default(),
-            &AdmissionCheck::new(
-                "mk",
-                AdmissionCheckSpec {
-                    controller_name: MULTIKUEUE_CONTROLLER_NAME.into(),
-                    parameters: Some(AdmissionCheckParametersReference {
-                        api_group: "kueue.x-k8s.io".into(),
-                        kind: "MultiKueueConfig".into(),
-                        name: "mkc".into(),
-                    }),
-                },
-            ),
-        )
-        .await
-        .unwrap();
 
     for name in ["worker1", "worker2"] {
         wait_for(&mkcs, name, "Active=True", |c| {
@@ -268,16 +220,7 @@ async fn a_job_is_dispatched_runs_on_the_worker_that_admits_it_and_reports_back(
 
     let seen_on_w2 = record_workload_names(w2.cluster.client.clone()).await;
     let jobs: Api<Job> = Api::namespaced(m.client.clone(), "default");
-    let job: Job = serde_json::from_value(serde_json::json!({
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": "job", "namespace": "default", "labels": {label::QUEUE_NAME: "lq"}},
-        "spec": {"managedBy": MULTIKUEUE_CONTROLLER_NAME, "suspend": true, "parallelism": 1, "completions": 1,
-            "template": {"spec": {"restartPolicy": "Never", "containers": [
-                {"name": "c", "image": "busybox", "command": ["sleep", "4"], "resources": {"requests": {"cpu": "1"}}}]}}}
-    }))
-    .unwrap();
-    let created = jobs.create(&PostParams::default(), &job).await.unwrap();
-    let wl_name = workload_name_for_job(&BatchJob::new(created), NameLength::Long).unwrap();
+    let wl_name = managed_job(&m, "job", 4).await;
 
     // The check turns Ready on the worker that admitted the copy.
     let wl = wait_for(&m.workloads(), &wl_name, "check mk Ready", |w| {
@@ -368,6 +311,123 @@ async fn a_job_is_dispatched_runs_on_the_worker_that_admits_it_and_reports_back(
     m.quota.assert_safe();
     w1.cluster.quota.assert_safe();
     w2.cluster.quota.assert_safe();
-    let _ = std::fs::remove_dir_all(w1.kubeconfig.parent().unwrap());
-    let _ = std::fs::remove_dir_all(w2.kubeconfig.parent().unwrap());
+}
+
+/// The MultiKueue settings of the tests' managers: kubeconfig Secrets in `default`, Kueue's origin
+/// and dispatcher, short intervals.
+pub(crate) fn mk_settings() -> MultiKueueSettings {
+    MultiKueueSettings {
+        namespace: "default".into(),
+        origin: "multikueue".into(),
+        ..Default::default()
+    }
+}
+
+/// The manager: quotagate's manager with `settings` (under `authz` when given), flavor `on-demand`,
+/// ClusterQueue `cq` (2 cpu) whose admission check is `mk`, LocalQueue `lq`.
+pub(crate) async fn manager(
+    settings: MultiKueueSettings,
+    authz: Option<std::sync::Arc<quotagate::embedded::rbac::Authorizer>>,
+) -> Cluster {
+    let mut m = Cluster::start(Limits::default().cq("cq", 2000)).await;
+    if let Some(old) = m.manager.take() {
+        old.stop().await;
+    }
+    let client = match authz {
+        Some(a) => m.server.client_as(a),
+        None => m.client.clone(),
+    };
+    m.manager = Some(Manager::start_opts(
+        client,
+        quotagate::wiring::manager::ManagerOptions {
+            leader_election: false,
+            identity: "m1".into(),
+            resync: std::time::Duration::from_millis(300),
+            ray: m.ray.clone(),
+            multikueue: Some(settings),
+            ..Default::default()
+        },
+    ));
+    Api::<ResourceFlavor>::all(m.client.clone())
+        .create(
+            &PostParams::default(),
+            &ResourceFlavor::build("on-demand").build(),
+        )
+        .await
+        .unwrap();
+    m.cluster_queue(with_all_namespaces(
+        ClusterQueue::build("cq")
+            .flavor("on-demand", [("cpu", "2")])
+            .admission_check("mk", &[])
+            .build(),
+    ))
+    .await;
+    m.local_queue("lq", "cq").await;
+    m
+}
+
+/// The workers by path (`workers`, created here) and the MultiKueueConfig `mkc` naming `config` in
+/// that order, and the AdmissionCheck `mk` of MultiKueue with it as parameters.
+pub(crate) async fn register(m: &Cluster, workers: &[(&str, &Worker)], config: &[&str]) {
+    let mkcs: Api<MultiKueueCluster> = Api::all(m.client.clone());
+    for (name, w) in workers {
+        mkcs.create(
+            &PostParams::default(),
+            &mk_cluster(name, w.kubeconfig.to_str().unwrap(), LocationType::Path),
+        )
+        .await
+        .unwrap();
+    }
+    Api::<MultiKueueConfig>::all(m.client.clone())
+        .create(
+            &PostParams::default(),
+            &MultiKueueConfig::new(
+                "mkc",
+                MultiKueueConfigSpec {
+                    clusters: config.iter().map(|c| c.to_string()).collect(),
+                    quota_management: None,
+                },
+            ),
+        )
+        .await
+        .unwrap();
+    Api::<AdmissionCheck>::all(m.client.clone())
+        .create(
+            &PostParams::default(),
+            &AdmissionCheck::new(
+                "mk",
+                AdmissionCheckSpec {
+                    controller_name: MULTIKUEUE_CONTROLLER_NAME.into(),
+                    parameters: Some(AdmissionCheckParametersReference {
+                        api_group: "kueue.x-k8s.io".into(),
+                        kind: "MultiKueueConfig".into(),
+                        name: "mkc".into(),
+                    }),
+                },
+            ),
+        )
+        .await
+        .unwrap();
+    for (name, _) in workers {
+        wait_for(&mkcs, name, "Active=True", |c| {
+            active(c) == Some(("True".into(), "Active".into()))
+        })
+        .await;
+    }
+}
+
+/// A batch Job of 1 cpu for `secs` seconds in `default` on queue `lq`, kept from running on the
+/// manager (`spec.managedBy: kueue.x-k8s.io/multikueue`); returns its Workload's name.
+pub(crate) async fn managed_job(m: &Cluster, name: &str, secs: u32) -> String {
+    let jobs: Api<Job> = Api::namespaced(m.client.clone(), "default");
+    let job: Job = serde_json::from_value(serde_json::json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": "default", "labels": {label::QUEUE_NAME: "lq"}},
+        "spec": {"managedBy": MULTIKUEUE_CONTROLLER_NAME, "suspend": true, "parallelism": 1, "completions": 1,
+            "template": {"spec": {"restartPolicy": "Never", "containers": [
+                {"name": "c", "image": "busybox", "command": ["sleep", secs.to_string()], "resources": {"requests": {"cpu": "1"}}}]}}}
+    }))
+    .unwrap();
+    let created = jobs.create(&PostParams::default(), &job).await.unwrap();
+    workload_name_for_job(&BatchJob::new(created), NameLength::Long).unwrap()
 }
