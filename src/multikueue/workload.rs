@@ -386,6 +386,20 @@ async fn reconcile_group(g: &mut Group<'_>, acs: &AdmissionCheckState) -> Result
         }
         return Ok(Action::requeue(SYNC_POLL));
     }
+    // Evicted on the manager (it holds its quota until its job stops): the copies are removed and
+    // the manager's job stops mirroring them, so its quota is given back and it is requeued. (Kueue
+    // first deactivates the copy on the worker, `EvictedOnManagerCluster`, and removes it once the
+    // quota is released; the end is the same, and a lost worker cannot be asked anything.)
+    if local
+        .status
+        .as_ref()
+        .is_some_and(|s| s.condition_true(condition::EVICTED))
+    {
+        g.ctx.dispatcher.forget(&wl_key);
+        g.remove_all_but(None).await?;
+        g.adapter.release_local(&g.ctx.client, &g.key).await?;
+        return Ok(Action::requeue(SYNC_POLL));
+    }
     let admitting = local
         .status
         .as_ref()
