@@ -30,7 +30,7 @@ impl Collector {
     pub async fn run_once(&self) -> usize {
         let mut removed = 0;
         for (name, remote) in self.clusters.connected() {
-            match self.collect(&remote).await {
+            match self.collect(&name, &remote).await {
                 Ok(n) => removed += n,
                 Err(e) => tracing::info!(cluster = %name, error = %e, "MultiKueue garbage collection failed"),
             }
@@ -38,7 +38,7 @@ impl Collector {
         removed
     }
 
-    async fn collect(&self, remote: &Client) -> Result<usize, Error> {
+    async fn collect(&self, name: &str, remote: &Client) -> Result<usize, Error> {
         let lp = ListParams::default().labels(&format!("{ORIGIN_LABEL}={}", self.origin));
         let copies = Api::<Workload>::all(remote.clone()).list(&lp).await?.items;
         let mut removed = 0;
@@ -49,6 +49,10 @@ impl Collector {
                 .await?;
             if local.is_some_and(|l| l.metadata.deletion_timestamp.is_none()) {
                 continue;
+            }
+            // A worker that dropped during the pass is left alone until it is connected again.
+            if self.clusters.get(name).is_none() {
+                break;
             }
             // The copy's job (its controller on the worker), if this manager created it.
             let owner = copy

@@ -228,6 +228,22 @@ async fn set_check(
     .await
 }
 
+/// Kueue's `resetClusterNomination`: no `clusterName`, no `nominatedClusterNames` (a write only when
+/// either is set).
+async fn reset_nomination(client: &Client, wl: &Workload) -> Result<(), Error> {
+    let st = wl.status.as_ref();
+    if !st.is_some_and(|s| s.cluster_name.is_some() || !s.nominated_cluster_names.is_empty()) {
+        return Ok(());
+    }
+    write_status(client, wl, |st| {
+        let changed = st.cluster_name.is_some() || !st.nominated_cluster_names.is_empty();
+        st.cluster_name = None;
+        st.nominated_cluster_names.clear();
+        changed
+    })
+    .await
+}
+
 fn previously(message: &str, acs: &AdmissionCheckState) -> String {
     format!("{message}, Previously: {:?}", format!("{:?}", acs.state))
 }
@@ -260,16 +276,7 @@ async fn reconcile(wl: Arc<Workload>, ctx: Arc<Context>) -> Result<Action, Error
     // Kueue's eviction resets the nomination (`resetClusterNomination`); here it is reset once the
     // Workload no longer holds quota, so the next admission nominates afresh.
     if !wl.has_quota_reservation() && !wl.is_finished() {
-        let st = wl.status.as_ref();
-        if st.is_some_and(|s| s.cluster_name.is_some() || !s.nominated_cluster_names.is_empty()) {
-            write_status(&ctx.client, &wl, |st| {
-                let changed = st.cluster_name.is_some() || !st.nominated_cluster_names.is_empty();
-                st.cluster_name = None;
-                st.nominated_cluster_names.clear();
-                changed
-            })
-            .await?;
-        }
+        reset_nomination(&ctx.client, &wl).await?;
     }
     if acs.state == CheckState::Rejected {
         return Ok(Action::await_change());
@@ -398,6 +405,7 @@ async fn reconcile_group(g: &mut Group<'_>, acs: &AdmissionCheckState) -> Result
         g.ctx.dispatcher.forget(&wl_key);
         g.remove_all_but(None).await?;
         g.adapter.release_local(&g.ctx.client, &g.key).await?;
+        reset_nomination(&g.ctx.client, local).await?;
         return Ok(Action::requeue(SYNC_POLL));
     }
     let admitting = local
@@ -470,8 +478,14 @@ async fn reconcile_group(g: &mut Group<'_>, acs: &AdmissionCheckState) -> Result
         }
         return Ok(Action::requeue(SYNC_POLL));
     }
+    // A Pending check that still names a worker no copy is admitted on, outside an eviction: the
+    // eviction's reset was not seen (the Workload was evicted and admitted again between two looks).
+    if acs.state == CheckState::Pending && !admitting.is_empty() {
+        reset_nomination(&g.ctx.client, local).await?;
+        return Ok(Action::requeue(DISPATCH_POLL));
+    }
     // Kueue's `ShouldSkipClusterNomination`: only a Pending check with no admitting worker nominates.
-    if acs.state != CheckState::Pending || !admitting.is_empty() {
+    if acs.state != CheckState::Pending {
         return Ok(Action::requeue(DISPATCH_POLL));
     }
     let current = local
