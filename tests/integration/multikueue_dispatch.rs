@@ -294,7 +294,9 @@ async fn the_garbage_collector_removes_copies_whose_workload_is_gone() {
     })
     .await;
 
-    // The manager's Job and Workload are deleted.
+    // The manager's Job and Workload are deleted, after any collection pass begun while the worker
+    // was connected (whose client, unlike a dead worker's, still answers) has ended.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
     Api::<Job>::namespaced(m.client.clone(), "default")
         .delete("job", &DeleteParams::background())
         .await
