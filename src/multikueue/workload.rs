@@ -413,7 +413,19 @@ async fn reconcile_group(g: &mut Group<'_>, acs: &AdmissionCheckState) -> Result
         .as_ref()
         .and_then(|s| s.cluster_name.clone())
         .unwrap_or_default();
-    let winner = best_match(&g.remotes, condition::ADMITTED).map(str::to_string);
+    // The worker recorded as admitting wins over any other admitted copy (one on a worker that was
+    // lost and came back after the Workload moved on is older, and would otherwise be picked).
+    let recorded = g.remotes.iter().any(|(n, w)| {
+        *n == admitting
+            && w.as_ref()
+                .and_then(|w| w.status.as_ref())
+                .is_some_and(|s| s.condition_true(condition::ADMITTED))
+    });
+    let winner = if recorded {
+        Some(admitting.clone())
+    } else {
+        best_match(&g.remotes, condition::ADMITTED).map(str::to_string)
+    };
     // Kueue 6a: no admitted copy is seen while the check is Ready.
     if winner.is_none() && acs.state == CheckState::Ready {
         if !admitting.is_empty() && g.unavailable.contains(&admitting) {
