@@ -126,8 +126,12 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
         ..ManagerOptions::default()
     };
     // MultiKueue reads the workers' kubeconfig Secrets from the namespace quotagate runs in.
+    // Its `multiKueue` section (origin, gcInterval, workerLostTimeout, dispatcherName) as Kueue reads it.
     if let Some(mk) = opts.multikueue.as_mut() {
         mk.namespace = opts.lease_namespace.clone();
+        if let Some(c) = config.as_ref() {
+            mk.apply(&c.multi_kueue());
+        }
     }
     if let Some(id) = &args.identity {
         opts.identity = id.clone();

@@ -50,6 +50,18 @@ pub trait MultiKueueAdapter: Send + Sync {
         key: &'a JobKey,
         origin: &'a str,
     ) -> BoxFuture<'a, Result<(), kube::Error>>;
+
+    /// The copies of the job are gone (its Workload was evicted on the manager, or its worker is
+    /// lost): the manager's job, once suspended, stops mirroring a copy that runs, so its job
+    /// controller sees it stopped and gives the quota back. Nothing for a kind whose status does
+    /// not count running pods.
+    fn release_local<'a>(
+        &'a self,
+        _local: &'a Client,
+        _key: &'a JobKey,
+    ) -> BoxFuture<'a, Result<(), kube::Error>> {
+        Box::pin(async { Ok(()) })
+    }
 }
 
 /// Kueue's `SetMultiKueueMeta`: the origin label and the prebuilt-workload label, so the worker's

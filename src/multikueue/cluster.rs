@@ -146,6 +146,7 @@ async fn reconcile(mkc: Arc<MultiKueueCluster>, ctx: Arc<Ctx>) -> Result<Action,
     match connect(&ctx, &mkc).await {
         Ok(client) => {
             ctx.clusters.set(&name, Some(client));
+            ctx.clusters.mark_reachable(&name);
             if let Ok(mut f) = ctx.failures.lock() {
                 f.remove(&name);
             }
@@ -156,6 +157,7 @@ async fn reconcile(mkc: Arc<MultiKueueCluster>, ctx: Arc<Ctx>) -> Result<Action,
         }
         Err(Failure(reason, message)) => {
             ctx.clusters.set(&name, None);
+            ctx.clusters.mark_lost(&name);
             let attempts = ctx
                 .failures
                 .lock()

@@ -1,13 +1,15 @@
-//! Dispatch of a Workload to the workers (Kueue's `workload.go` `wlReconciler`, `AllAtOnce`): once the
-//! Workload holds quota on the manager, a copy goes to every connected worker of its check's
-//! MultiKueueConfig (`status.nominatedClusterNames`); the first copy admitted on a worker wins, the
-//! other copies (and their jobs) are removed, the job is created on the winner by its kind's adapter,
-//! the check turns `Ready` with `status.clusterName` set, and the job's status is brought back. A
-//! Workload that loses its quota, finishes or is deleted has its copies removed; a winner whose copy
-//! is gone while it is still connected sets the check to `Retry`.
+//! Dispatch of a Workload to the workers (Kueue's `workload.go` `wlReconciler`): once the Workload
+//! holds quota on the manager, a copy goes to each worker its dispatcher nominates
+//! (`status.nominatedClusterNames`, see [`super::dispatch`]); the first copy admitted on a worker
+//! wins, the other copies (and their jobs) are removed, the job is created on the winner by its kind's
+//! adapter, the check turns `Ready` with `status.clusterName` set, and the job's status is brought
+//! back. A Workload that loses its quota, finishes or is deleted has its copies removed; a winner whose
+//! copy is gone while it is still connected sets the check to `Retry` at once, one that cannot be
+//! reached does so after `workerLostTimeout` (Kueue's "Admitting remote lost"); the admission
+//! controller then evicts and requeues the Workload.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
@@ -17,7 +19,8 @@ use kube::{Api, Client, ResourceExt};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::{Clusters, Error};
+use super::dispatch::{Nomination, Nominator};
+use super::{Clusters, Dispatcher, Error};
 use crate::api::kueue::constants::{RESOURCE_IN_USE_FINALIZER, condition, label};
 use crate::api::kueue::multikueue::{MULTIKUEUE_CONTROLLER_NAME, ORIGIN_LABEL, config_name};
 use crate::api::kueue::{
@@ -38,6 +41,9 @@ pub struct Context {
     pub origin: String,
     pub adapters: Vec<Arc<dyn MultiKueueAdapter>>,
     pub leader: watch::Receiver<bool>,
+    /// Kueue's `workerLostTimeout`.
+    pub worker_lost_timeout: Duration,
+    pub dispatcher: Nominator,
 }
 
 /// Kueue's `cloneForCreate`: the Workload's name, namespace, labels (without the job-uid one, plus the
@@ -76,18 +82,52 @@ fn adapter_for<'a>(
         .iter()
         .find(|o| o.controller == Some(true))
         .or_else(|| refs.first());
-    let adapter = owner.and_then(|o| {
-        adapters.iter().find(|a| {
-            let g = a.gvk();
-            let av = if g.group.is_empty() {
-                g.version.clone()
-            } else {
-                format!("{}/{}", g.group, g.version)
-            };
-            av == o.api_version && g.kind == o.kind
-        })
-    });
-    (adapter, owner)
+    (owner.and_then(|o| adapter_for_owner(adapters, o)), owner)
+}
+
+/// The adapter of the owner's kind.
+pub(super) fn adapter_for_owner<'a>(
+    adapters: &'a [Arc<dyn MultiKueueAdapter>],
+    owner: &OwnerReference,
+) -> Option<&'a Arc<dyn MultiKueueAdapter>> {
+    adapters.iter().find(|a| {
+        let g = a.gvk();
+        let av = if g.group.is_empty() {
+            g.version.clone()
+        } else {
+            format!("{}/{}", g.group, g.version)
+        };
+        av == owner.api_version && g.kind == owner.kind
+    })
+}
+
+/// Removes a copy this manager made on a worker: its resource-in-use finalizer released (on the
+/// version read), then deleted; gone is fine.
+pub(super) async fn delete_remote_workload(remote: &Client, wl: &Workload) -> Result<(), Error> {
+    let api: Api<Workload> = Api::namespaced(remote.clone(), &wl.namespace().unwrap_or_default());
+    let name = wl.name_any();
+    let finalizers = wl.metadata.finalizers.clone().unwrap_or_default();
+    if finalizers.iter().any(|f| f == RESOURCE_IN_USE_FINALIZER) {
+        let kept: Vec<&String> = finalizers
+            .iter()
+            .filter(|f| *f != RESOURCE_IN_USE_FINALIZER)
+            .collect();
+        let patch = serde_json::json!({"metadata": {
+            "resourceVersion": wl.metadata.resource_version, "finalizers": kept}});
+        match api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if crate::kit::shell::is_not_found(&e) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    match api.delete(&name, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(e) if crate::kit::shell::is_not_found(&e) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// One Workload with its copies, as read in one pass.
@@ -99,6 +139,8 @@ struct Group<'a> {
     /// Per connected worker of the config, its copy (one this manager made) if any.
     remotes: Vec<(String, Option<Workload>)>,
     unavailable: Vec<String>,
+    /// The config's workers, in its order.
+    clusters: Vec<String>,
     /// The Workload, or its job, is being deleted or gone.
     deleted: bool,
 }
@@ -121,30 +163,7 @@ impl Group<'_> {
         let Some((_, Some(wl))) = slot else {
             return Ok(());
         };
-        let api: Api<Workload> = Api::namespaced(remote, &self.key.namespace);
-        let name = wl.name_any();
-        let finalizers = wl.metadata.finalizers.clone().unwrap_or_default();
-        if finalizers.iter().any(|f| f == RESOURCE_IN_USE_FINALIZER) {
-            let kept: Vec<&String> = finalizers
-                .iter()
-                .filter(|f| *f != RESOURCE_IN_USE_FINALIZER)
-                .collect();
-            let patch = serde_json::json!({"metadata": {
-                "resourceVersion": wl.metadata.resource_version, "finalizers": kept}});
-            match api
-                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-            {
-                Ok(_) => {}
-                Err(e) if crate::kit::shell::is_not_found(&e) => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
-        match api.delete(&name, &DeleteParams::default()).await {
-            Ok(_) => {}
-            Err(e) if crate::kit::shell::is_not_found(&e) => {}
-            Err(e) => return Err(e.into()),
-        }
+        delete_remote_workload(&remote, wl).await?;
         if let Some(slot) = self.remotes.iter_mut().find(|(n, _)| n == cluster) {
             slot.1 = None;
         }
@@ -209,6 +228,22 @@ async fn set_check(
     .await
 }
 
+/// Kueue's `resetClusterNomination`: no `clusterName`, no `nominatedClusterNames` (a write only when
+/// either is set).
+async fn reset_nomination(client: &Client, wl: &Workload) -> Result<(), Error> {
+    let st = wl.status.as_ref();
+    if !st.is_some_and(|s| s.cluster_name.is_some() || !s.nominated_cluster_names.is_empty()) {
+        return Ok(());
+    }
+    write_status(client, wl, |st| {
+        let changed = st.cluster_name.is_some() || !st.nominated_cluster_names.is_empty();
+        st.cluster_name = None;
+        st.nominated_cluster_names.clear();
+        changed
+    })
+    .await
+}
+
 fn previously(message: &str, acs: &AdmissionCheckState) -> String {
     format!("{message}, Previously: {:?}", format!("{:?}", acs.state))
 }
@@ -238,55 +273,58 @@ async fn reconcile(wl: Arc<Workload>, ctx: Arc<Context>) -> Result<Action, Error
     else {
         return Ok(Action::await_change());
     };
+    // Kueue's eviction resets the nomination (`resetClusterNomination`); here it is reset once the
+    // Workload no longer holds quota, so the next admission nominates afresh.
+    if !wl.has_quota_reservation() && !wl.is_finished() {
+        reset_nomination(&ctx.client, &wl).await?;
+    }
     if acs.state == CheckState::Rejected {
         return Ok(Action::await_change());
     }
     let (adapter, owner) = adapter_for(&ctx.adapters, &wl);
-    let Some(adapter) = adapter else {
-        let msg = match owner {
-            Some(o) => format!(
-                "No multikueue adapter found for owner kind {:?}",
-                format!("{}, Kind={}", o.api_version, o.kind)
-            ),
-            None => "No multikueue adapter found".to_string(),
-        };
-        set_check(
-            &ctx.client,
-            &wl,
-            &acs.name,
-            CheckState::Rejected,
-            previously(&msg, acs),
-            |_| {},
-        )
-        .await?;
-        return Ok(Action::await_change());
-    };
     let ns = wl.namespace().unwrap_or_default();
     let key = JobKey {
         namespace: ns.clone(),
         name: owner.map(|o| o.name.clone()).unwrap_or_default(),
     };
     let mut deleted = wl.metadata.deletion_timestamp.is_some();
-    if !deleted {
-        match adapter.unmanaged_reason(&ctx.client, &key).await {
-            Ok(None) => {}
-            Ok(Some(why)) => {
-                let msg = format!("The owner is not managed by Kueue: {why}");
-                set_check(
-                    &ctx.client,
-                    &wl,
-                    &acs.name,
-                    CheckState::Rejected,
-                    previously(&msg, acs),
-                    |_| {},
-                )
-                .await?;
-                return Ok(Action::await_change());
+    // Kueue rejects a Workload that cannot run through MultiKueue: no adapter for its owner's kind,
+    // or a job that is not MultiKueue's (skipped for a deleted Workload, whose owner may be gone).
+    let rejection = match adapter {
+        None => Some(match owner {
+            Some(o) => format!(
+                "No multikueue adapter found for owner kind {:?}",
+                format!("{}, Kind={}", o.api_version, o.kind)
+            ),
+            None => "No multikueue adapter found".to_string(),
+        }),
+        Some(_) if deleted => None,
+        Some(a) => match a.unmanaged_reason(&ctx.client, &key).await {
+            Ok(None) => None,
+            Ok(Some(why)) => Some(format!("The owner is not managed by Kueue: {why}")),
+            Err(e) if crate::kit::shell::is_not_found(&e) => {
+                deleted = true;
+                None
             }
-            Err(e) if crate::kit::shell::is_not_found(&e) => deleted = true,
             Err(e) => return Err(e.into()),
+        },
+    };
+    let adapter = match (adapter, rejection) {
+        (Some(a), None) => a,
+        (_, msg) => {
+            let msg = msg.unwrap_or_default();
+            set_check(
+                &ctx.client,
+                &wl,
+                &acs.name,
+                CheckState::Rejected,
+                previously(&msg, acs),
+                |_| {},
+            )
+            .await?;
+            return Ok(Action::await_change());
         }
-    }
+    };
     let config_names = match config_name(ac) {
         Ok(n) => n.to_string(),
         Err(_) => return Ok(Action::requeue(UNAVAILABLE_POLL)),
@@ -304,6 +342,7 @@ async fn reconcile(wl: Arc<Workload>, ctx: Arc<Context>) -> Result<Action, Error
         key,
         remotes: Vec::new(),
         unavailable: Vec::new(),
+        clusters: config.spec.clusters.clone(),
         deleted,
     };
     for cluster in &config.spec.clusters {
@@ -316,11 +355,15 @@ async fn reconcile(wl: Arc<Workload>, ctx: Arc<Context>) -> Result<Action, Error
             .await
         {
             Ok(copy) => {
+                ctx.clusters.mark_reachable(cluster);
                 let ours = copy.filter(|c| created_by(&c.metadata, &ctx.origin));
                 group.remotes.push((cluster.clone(), ours));
             }
             Err(e) => {
                 tracing::info!(cluster = %cluster, error = %e, "reading the remote workload failed");
+                if !matches!(e, kube::Error::Api(_)) {
+                    ctx.clusters.mark_lost(cluster);
+                }
                 group.unavailable.push(cluster.clone());
             }
         }
@@ -330,7 +373,9 @@ async fn reconcile(wl: Arc<Workload>, ctx: Arc<Context>) -> Result<Action, Error
 
 async fn reconcile_group(g: &mut Group<'_>, acs: &AdmissionCheckState) -> Result<Action, Error> {
     let local = g.local;
+    let wl_key = (g.key.namespace.clone(), local.name_any());
     if g.deleted || g.key.name.is_empty() || local.is_finished() || !local.has_quota_reservation() {
+        g.ctx.dispatcher.forget(&wl_key);
         g.remove_all_but(None).await?;
         return Ok(if g.unavailable.is_empty() {
             Action::await_change()
@@ -348,7 +393,84 @@ async fn reconcile_group(g: &mut Group<'_>, acs: &AdmissionCheckState) -> Result
         }
         return Ok(Action::requeue(SYNC_POLL));
     }
-    if let Some(winner) = best_match(&g.remotes, condition::ADMITTED).map(str::to_string) {
+    // Evicted on the manager (it holds its quota until its job stops): the copies are removed and
+    // the manager's job stops mirroring them, so its quota is given back and it is requeued. (Kueue
+    // first deactivates the copy on the worker, `EvictedOnManagerCluster`, and removes it once the
+    // quota is released; the end is the same, and a lost worker cannot be asked anything.)
+    if local
+        .status
+        .as_ref()
+        .is_some_and(|s| s.condition_true(condition::EVICTED))
+    {
+        g.ctx.dispatcher.forget(&wl_key);
+        g.remove_all_but(None).await?;
+        g.adapter.release_local(&g.ctx.client, &g.key).await?;
+        reset_nomination(&g.ctx.client, local).await?;
+        return Ok(Action::requeue(SYNC_POLL));
+    }
+    let admitting = local
+        .status
+        .as_ref()
+        .and_then(|s| s.cluster_name.clone())
+        .unwrap_or_default();
+    // The worker recorded as admitting wins over any other admitted copy (one on a worker that was
+    // lost and came back after the Workload moved on is older, and would otherwise be picked).
+    let recorded = g.remotes.iter().any(|(n, w)| {
+        *n == admitting
+            && w.as_ref()
+                .and_then(|w| w.status.as_ref())
+                .is_some_and(|s| s.condition_true(condition::ADMITTED))
+    });
+    let winner = if recorded {
+        Some(admitting.clone())
+    } else {
+        best_match(&g.remotes, condition::ADMITTED).map(str::to_string)
+    };
+    // Kueue 6a: no admitted copy is seen while the check is Ready.
+    if winner.is_none() && acs.state == CheckState::Ready {
+        if !admitting.is_empty() && g.unavailable.contains(&admitting) {
+            // The worker cannot be reached: it may still run the job, so the Workload stays admitted
+            // until the worker has been lost for `workerLostTimeout` (from the first failure).
+            let lost_for = g.ctx.clusters.lost_since(&admitting).elapsed();
+            if let Some(left) = g
+                .ctx
+                .worker_lost_timeout
+                .checked_sub(lost_for)
+                .filter(|d| !d.is_zero())
+            {
+                tracing::info!(cluster = %admitting, workload = %local.name_any(), left_secs = left.as_secs(),
+                    "the admitting worker is unreachable; waiting before retry");
+                return Ok(Action::requeue(left.min(UNAVAILABLE_POLL)));
+            }
+            set_check(
+                &g.ctx.client,
+                local,
+                &acs.name,
+                CheckState::Retry,
+                previously("Admitting remote lost", acs),
+                |_| {},
+            )
+            .await?;
+            return Ok(Action::requeue(SYNC_POLL));
+        }
+        let msg = if admitting.is_empty() {
+            "Admission check is Ready but no admitting cluster is recorded; this is unexpected, please report it"
+        } else {
+            "Admitting remote no longer exists"
+        };
+        set_check(
+            &g.ctx.client,
+            local,
+            &acs.name,
+            CheckState::Retry,
+            previously(msg, acs),
+            |_| {},
+        )
+        .await?;
+        return Ok(Action::requeue(SYNC_POLL));
+    }
+    if let Some(winner) = winner {
+        g.ctx.dispatcher.forget(&wl_key);
         g.remove_all_but(Some(&winner)).await?;
         let Some(remote) = g.client(&winner) else {
             return Ok(Action::requeue(UNAVAILABLE_POLL));
@@ -368,56 +490,80 @@ async fn reconcile_group(g: &mut Group<'_>, acs: &AdmissionCheckState) -> Result
         }
         return Ok(Action::requeue(SYNC_POLL));
     }
-    if acs.state == CheckState::Ready {
-        let admitting = local
-            .status
-            .as_ref()
-            .and_then(|s| s.cluster_name.clone())
-            .unwrap_or_default();
-        if !admitting.is_empty() && g.unavailable.contains(&admitting) {
-            // Kueue waits `workerLostTimeout` here; this slice waits for the worker to come back.
-            return Ok(Action::requeue(UNAVAILABLE_POLL));
-        }
-        let msg = if admitting.is_empty() {
-            "Admission check is Ready but no admitting cluster is recorded; this is unexpected, please report it"
-        } else {
-            "Admitting remote no longer exists"
-        };
-        set_check(
-            &g.ctx.client,
-            local,
-            &acs.name,
-            CheckState::Retry,
-            previously(msg, acs),
-            |_| {},
-        )
-        .await?;
-        return Ok(Action::requeue(SYNC_POLL));
+    // A Pending check that still names a worker no copy is admitted on, outside an eviction: the
+    // eviction's reset was not seen (the Workload was evicted and admitted again between two looks).
+    if acs.state == CheckState::Pending && !admitting.is_empty() {
+        reset_nomination(&g.ctx.client, local).await?;
+        return Ok(Action::requeue(DISPATCH_POLL));
     }
-    // AllAtOnce: every connected worker is nominated and gets a copy.
-    let mut nominated: Vec<String> = g.remotes.iter().map(|(n, _)| n.clone()).collect();
-    nominated.sort();
-    let same = {
-        let mut now = local
-            .status
-            .as_ref()
-            .map(|s| s.nominated_cluster_names.clone())
-            .unwrap_or_default();
-        now.sort();
-        now == nominated
+    // Kueue's `ShouldSkipClusterNomination`: only a Pending check with no admitting worker nominates.
+    if acs.state != CheckState::Pending {
+        return Ok(Action::requeue(DISPATCH_POLL));
+    }
+    let current = local
+        .status
+        .as_ref()
+        .map(|s| s.nominated_cluster_names.clone())
+        .unwrap_or_default();
+    let mut next_poll = DISPATCH_POLL;
+    let nominated = match g.ctx.dispatcher.mode {
+        // AllAtOnce: every connected worker is nominated.
+        Dispatcher::AllAtOnce => {
+            let mut all: Vec<String> = g.remotes.iter().map(|(n, _)| n.clone()).collect();
+            all.sort();
+            let mut now = current.clone();
+            now.sort();
+            if now != all {
+                let n = all.clone();
+                write_status(&g.ctx.client, local, |st| {
+                    st.nominated_cluster_names = n;
+                    true
+                })
+                .await?;
+            }
+            all
+        }
+        // Incremental: `step` more of the config's workers each round.
+        Dispatcher::Incremental { step } => {
+            let now = Instant::now();
+            match g
+                .ctx
+                .dispatcher
+                .incremental(&wl_key, step, &current, &g.clusters, now)
+            {
+                Nomination::Wait(left) => {
+                    next_poll = next_poll.min(left.max(Duration::from_millis(100)));
+                    current
+                }
+                Nomination::NoMoreWorkers => current,
+                Nomination::Next(all) => {
+                    let n = all.clone();
+                    write_status(&g.ctx.client, local, |st| {
+                        st.nominated_cluster_names = n;
+                        true
+                    })
+                    .await?;
+                    g.ctx.dispatcher.round_started(&wl_key, now);
+                    tracing::info!(workload = %local.name_any(), nominated = ?all, "incremental dispatcher: a new round");
+                    all
+                }
+            }
+        }
     };
-    if !same {
-        let n = nominated.clone();
-        write_status(&g.ctx.client, local, |st| {
-            st.nominated_cluster_names = n;
-            true
-        })
-        .await?;
+    // A copy on each nominated worker; none on the others.
+    let stale: Vec<String> = g
+        .remotes
+        .iter()
+        .filter(|(n, w)| w.is_some() && !nominated.contains(n))
+        .map(|(n, _)| n.clone())
+        .collect();
+    for cluster in stale {
+        g.remove(&cluster).await?;
     }
     let missing: Vec<String> = g
         .remotes
         .iter()
-        .filter(|(_, w)| w.is_none())
+        .filter(|(n, w)| w.is_none() && nominated.contains(n))
         .map(|(n, _)| n.clone())
         .collect();
     for cluster in missing {
@@ -431,7 +577,7 @@ async fn reconcile_group(g: &mut Group<'_>, acs: &AdmissionCheckState) -> Result
             Err(e) => tracing::info!(cluster = %cluster, error = %e, "creating the remote workload failed"),
         }
     }
-    Ok(Action::requeue(DISPATCH_POLL))
+    Ok(Action::requeue(next_poll))
 }
 
 /// Runs the controller until `cancel` fires.

@@ -66,6 +66,10 @@ pub fn multikueue_options(
         namespace: s.namespace.clone(),
         origin: s.origin.clone(),
         adapters,
+        gc_interval: s.gc_interval,
+        worker_lost_timeout: s.worker_lost_timeout,
+        dispatcher: s.dispatcher,
+        round_timeout: s.round_timeout,
     })
 }
 
@@ -119,6 +123,7 @@ mod tests {
         let settings = Some(crate::multikueue::Settings {
             namespace: "ns".into(),
             origin: "o".into(),
+            ..Default::default()
         });
         let kinds = |f: Frameworks| {
             multikueue_options(f, &settings)

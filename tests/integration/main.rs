@@ -33,6 +33,7 @@ mod manage_without_queue;
 mod metrics;
 mod mixed_gpu;
 mod multikueue;
+mod multikueue_dispatch;
 mod multikueue_ray;
 mod pod_ledger;
 mod pods;

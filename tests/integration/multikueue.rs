@@ -2,7 +2,8 @@
 //! served on loopback TCP with its own kubeconfig (one handed to the manager in a Secret, one by
 //! path), each running quotagate's manager and the simulated Job controller and nodes. A batch Job
 //! with `spec.managedBy: kueue.x-k8s.io/multikueue` created on the manager is dispatched to both
-//! workers, runs on the one that admits it and nowhere else, and its status comes back.
+//! workers, runs on the one that admits it and nowhere else, and its status comes back. The setup
+//! (workers, the manager, the MultiKueue objects) is shared with `multikueue_dispatch`.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -33,20 +34,32 @@ use tokio_util::sync::CancellationToken;
 
 use crate::support::*;
 
-pub(super) struct Worker {
-    pub(super) cluster: Cluster,
-    pub(super) kubeconfig: std::path::PathBuf,
+pub(crate) struct Worker {
+    pub cluster: Cluster,
+    pub kubeconfig: std::path::PathBuf,
+    /// Cancelled: the worker's server stops listening and closes its connections (the worker is
+    /// lost to the manager; its own controllers go on).
+    pub serving: CancellationToken,
     _sims: Option<tokio_util::sync::DropGuard>,
     _serving: tokio_util::sync::DropGuard,
 }
 
+impl Drop for Worker {
+    fn drop(&mut self) {
+        if let Some(dir) = self.kubeconfig.parent() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
 impl Worker {
-    /// Serves `cluster` on loopback TCP, its kubeconfig written to a file; `sims` (if any) stop with it.
-    pub(super) async fn serve(cluster: Cluster, name: &str, sims: Option<CancellationToken>) -> Worker {
-        // One directory per worker of the process: tests run side by side with the same worker names.
-        static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!("quotagate-mk-{}-{seq}-{name}", std::process::id()));
+    /// Serves `cluster` on loopback TCP, its kubeconfig written to a file of its own; `sims` (if any)
+    /// stop with it.
+    pub(crate) async fn serve(cluster: Cluster, name: &str, sims: Option<CancellationToken>) -> Worker {
+        // One directory per worker of the process: tests running side by side name their workers alike.
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("quotagate-mk-{}-{n}-{name}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let kubeconfig = dir.join("kubeconfig");
         let serving = CancellationToken::new();
@@ -58,19 +71,16 @@ impl Worker {
         Worker {
             cluster,
             kubeconfig,
+            serving: serving.clone(),
             _sims: sims.map(CancellationToken::drop_guard),
             _serving: serving.drop_guard(),
         }
-    }
-
-    pub(super) fn remove_kubeconfig(&self) {
-        let _ = std::fs::remove_dir_all(self.kubeconfig.parent().unwrap());
     }
 }
 
 /// A worker: server on loopback TCP (kubeconfig written to a file), manager, simulated nodes and Job
 /// controller, flavor `on-demand`, ClusterQueue `cq` with `cpu` and LocalQueue `lq`.
-async fn worker(name: &str, cpu: &str, milli: i64) -> Worker {
+pub(crate) async fn worker(name: &str, cpu: &str, milli: i64) -> Worker {
     let cluster = Cluster::start(Limits::default().cq("cq", milli)).await;
     let sims = CancellationToken::new();
     quotagate::embedded::sim::spawn(
@@ -102,7 +112,7 @@ async fn worker(name: &str, cpu: &str, milli: i64) -> Worker {
     Worker::serve(cluster, name, Some(sims)).await
 }
 
-fn mk_cluster(name: &str, location: &str, location_type: LocationType) -> MultiKueueCluster {
+pub(crate) fn mk_cluster(name: &str, location: &str, location_type: LocationType) -> MultiKueueCluster {
     MultiKueueCluster::new(
         name,
         MultiKueueClusterSpec {
@@ -117,7 +127,7 @@ fn mk_cluster(name: &str, location: &str, location_type: LocationType) -> MultiK
     )
 }
 
-fn active(c: &MultiKueueCluster) -> Option<(String, String)> {
+pub(crate) fn active(c: &MultiKueueCluster) -> Option<(String, String)> {
     let cond = c
         .status
         .as_ref()?
@@ -132,7 +142,7 @@ fn active(c: &MultiKueueCluster) -> Option<(String, String)> {
 /// has one; `flavor`, ClusterQueue `cq` (from `cq`, with the check `mk`) and LocalQueue `lq`; worker1's
 /// kubeconfig in a Secret, worker2's by path, worker3's Secret missing; MultiKueueConfig `mkc` of the
 /// three and the AdmissionCheck `mk` of it. Returns once worker1 and worker2 are `Active`.
-pub(super) async fn start_manager(
+pub(crate) async fn start_manager(
     mut m: Cluster,
     flavor: ResourceFlavor,
     cq: ClusterQueueBuilder,
@@ -150,10 +160,7 @@ pub(super) async fn start_manager(
             identity: "m1".into(),
             resync: std::time::Duration::from_millis(300),
             ray: m.ray.clone(),
-            multikueue: Some(MultiKueueSettings {
-                namespace: "default".into(),
-                origin: "multikueue".into(),
-            }),
+            multikueue: Some(mk_settings()),
             ..Default::default()
         },
     ));
@@ -223,7 +230,7 @@ pub(super) async fn start_manager(
 }
 
 /// The manager asked nothing the shipped Role denies, and used every one of `grants`.
-pub(super) fn assert_role_used(authz: &Authorizer, grants: &[&str]) {
+pub(crate) fn assert_role_used(authz: &Authorizer, grants: &[&str]) {
     let denied: Vec<String> = authz.denied().iter().map(|a| a.to_string()).collect();
     assert!(denied.is_empty(), "the shipped Role is missing: {denied:?}");
     let unused = authz.unused();
@@ -233,7 +240,7 @@ pub(super) fn assert_role_used(authz: &Authorizer, grants: &[&str]) {
 
 /// Every Workload name ever seen on a cluster (so a copy removed quickly is still known to have been
 /// there); returns once the watch has listed, so nothing created after the call is missed.
-async fn record_workload_names(client: kube::Client) -> Arc<Mutex<BTreeSet<String>>> {
+pub(crate) async fn record_workload_names(client: kube::Client) -> Arc<Mutex<BTreeSet<String>>> {
     let seen = Arc::new(Mutex::new(BTreeSet::new()));
     let s = seen.clone();
     let (listed, ready) = tokio::sync::oneshot::channel();
@@ -257,7 +264,7 @@ async fn record_workload_names(client: kube::Client) -> Arc<Mutex<BTreeSet<Strin
     });
     tokio::time::timeout(WAIT, ready)
         .await
-        .expect("the watch on worker2 lists")
+        .expect("the watch on the worker lists")
         .unwrap();
     seen
 }
@@ -276,9 +283,9 @@ async fn a_job_is_dispatched_runs_on_the_worker_that_admits_it_and_reports_back(
     let w1 = worker("worker1", "2", 2000).await;
     let w2 = worker("worker2", "500m", 500).await;
 
-    let m = Cluster::start(Limits::default().cq("cq", 2000)).await;
+    // The manager runs under the shipped Role: what MultiKueue needs is granted, and used.
     let (m, authz) = start_manager(
-        m,
+        Cluster::start(Limits::default().cq("cq", 2000)).await,
         ResourceFlavor::build("on-demand").build(),
         ClusterQueue::build("cq").flavor("on-demand", [("cpu", "2")]),
         &w1,
@@ -293,32 +300,28 @@ async fn a_job_is_dispatched_runs_on_the_worker_that_admits_it_and_reports_back(
     .await;
     let msg = &w3.status.unwrap().conditions[0].message;
     assert!(msg.contains("no-such-secret"), "{msg}");
-    // Waited for with its message: under load the check may first be written while worker1 still
-    // connects ("Inactive clusters: [worker1 worker3]").
-    wait_for(&checks, "mk", "Active, worker3 unusable", |ac| {
+    wait_for(&checks, "mk", "Active, some clusters unusable", |ac| {
         ac.status.as_ref().is_some_and(|s| {
-            s.conditions.iter().any(|c| {
-                c.type_ == "Active"
-                    && c.status == "True"
-                    && c.reason == "SomeActiveClusters"
-                    && c.message == "Inactive clusters: [worker3]"
-            })
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == "Active" && c.status == "True" && c.reason == "SomeActiveClusters")
         })
     })
     .await;
+    // The check is looked at every 2 s: it may still name worker1 from before it connected.
+    let ac = wait_for(&checks, "mk", "only worker3 unusable", |ac| {
+        ac.status.as_ref().is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.message == "Inactive clusters: [worker3]")
+        })
+    })
+    .await;
+    assert_eq!(ac.status.unwrap().conditions[0].reason, "SomeActiveClusters");
 
     let seen_on_w2 = record_workload_names(w2.cluster.client.clone()).await;
     let jobs: Api<Job> = Api::namespaced(m.client.clone(), "default");
-    let job: Job = serde_json::from_value(serde_json::json!({
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": "job", "namespace": "default", "labels": {label::QUEUE_NAME: "lq"}},
-        "spec": {"managedBy": MULTIKUEUE_CONTROLLER_NAME, "suspend": true, "parallelism": 1, "completions": 1,
-            "template": {"spec": {"restartPolicy": "Never", "containers": [
-                {"name": "c", "image": "busybox", "command": ["sleep", "4"], "resources": {"requests": {"cpu": "1"}}}]}}}
-    }))
-    .unwrap();
-    let created = jobs.create(&PostParams::default(), &job).await.unwrap();
-    let wl_name = workload_name_for_job(&BatchJob::new(created), NameLength::Long).unwrap();
+    let wl_name = managed_job(&m, "job", 4).await;
 
     // The check turns Ready on the worker that admitted the copy.
     let wl = wait_for(&m.workloads(), &wl_name, "check mk Ready", |w| {
@@ -402,6 +405,123 @@ async fn a_job_is_dispatched_runs_on_the_worker_that_admits_it_and_reports_back(
     m.quota.assert_safe();
     w1.cluster.quota.assert_safe();
     w2.cluster.quota.assert_safe();
-    w1.remove_kubeconfig();
-    w2.remove_kubeconfig();
+}
+
+/// The MultiKueue settings of the tests' managers: kubeconfig Secrets in `default`, Kueue's origin
+/// and dispatcher, short intervals.
+pub(crate) fn mk_settings() -> MultiKueueSettings {
+    MultiKueueSettings {
+        namespace: "default".into(),
+        origin: "multikueue".into(),
+        ..Default::default()
+    }
+}
+
+/// The manager: quotagate's manager with `settings` (under `authz` when given), flavor `on-demand`,
+/// ClusterQueue `cq` (2 cpu) whose admission check is `mk`, LocalQueue `lq`.
+pub(crate) async fn manager(
+    settings: MultiKueueSettings,
+    authz: Option<std::sync::Arc<quotagate::embedded::rbac::Authorizer>>,
+) -> Cluster {
+    let mut m = Cluster::start(Limits::default().cq("cq", 2000)).await;
+    if let Some(old) = m.manager.take() {
+        old.stop().await;
+    }
+    let client = match authz {
+        Some(a) => m.server.client_as(a),
+        None => m.client.clone(),
+    };
+    m.manager = Some(Manager::start_opts(
+        client,
+        quotagate::wiring::manager::ManagerOptions {
+            leader_election: false,
+            identity: "m1".into(),
+            resync: std::time::Duration::from_millis(300),
+            ray: m.ray.clone(),
+            multikueue: Some(settings),
+            ..Default::default()
+        },
+    ));
+    Api::<ResourceFlavor>::all(m.client.clone())
+        .create(
+            &PostParams::default(),
+            &ResourceFlavor::build("on-demand").build(),
+        )
+        .await
+        .unwrap();
+    m.cluster_queue(with_all_namespaces(
+        ClusterQueue::build("cq")
+            .flavor("on-demand", [("cpu", "2")])
+            .admission_check("mk", &[])
+            .build(),
+    ))
+    .await;
+    m.local_queue("lq", "cq").await;
+    m
+}
+
+/// The workers by path (`workers`, created here) and the MultiKueueConfig `mkc` naming `config` in
+/// that order, and the AdmissionCheck `mk` of MultiKueue with it as parameters.
+pub(crate) async fn register(m: &Cluster, workers: &[(&str, &Worker)], config: &[&str]) {
+    let mkcs: Api<MultiKueueCluster> = Api::all(m.client.clone());
+    for (name, w) in workers {
+        mkcs.create(
+            &PostParams::default(),
+            &mk_cluster(name, w.kubeconfig.to_str().unwrap(), LocationType::Path),
+        )
+        .await
+        .unwrap();
+    }
+    Api::<MultiKueueConfig>::all(m.client.clone())
+        .create(
+            &PostParams::default(),
+            &MultiKueueConfig::new(
+                "mkc",
+                MultiKueueConfigSpec {
+                    clusters: config.iter().map(|c| c.to_string()).collect(),
+                    quota_management: None,
+                },
+            ),
+        )
+        .await
+        .unwrap();
+    Api::<AdmissionCheck>::all(m.client.clone())
+        .create(
+            &PostParams::default(),
+            &AdmissionCheck::new(
+                "mk",
+                AdmissionCheckSpec {
+                    controller_name: MULTIKUEUE_CONTROLLER_NAME.into(),
+                    parameters: Some(AdmissionCheckParametersReference {
+                        api_group: "kueue.x-k8s.io".into(),
+                        kind: "MultiKueueConfig".into(),
+                        name: "mkc".into(),
+                    }),
+                },
+            ),
+        )
+        .await
+        .unwrap();
+    for (name, _) in workers {
+        wait_for(&mkcs, name, "Active=True", |c| {
+            active(c) == Some(("True".into(), "Active".into()))
+        })
+        .await;
+    }
+}
+
+/// A batch Job of 1 cpu for `secs` seconds in `default` on queue `lq`, kept from running on the
+/// manager (`spec.managedBy: kueue.x-k8s.io/multikueue`); returns its Workload's name.
+pub(crate) async fn managed_job(m: &Cluster, name: &str, secs: u32) -> String {
+    let jobs: Api<Job> = Api::namespaced(m.client.clone(), "default");
+    let job: Job = serde_json::from_value(serde_json::json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": "default", "labels": {label::QUEUE_NAME: "lq"}},
+        "spec": {"managedBy": MULTIKUEUE_CONTROLLER_NAME, "suspend": true, "parallelism": 1, "completions": 1,
+            "template": {"spec": {"restartPolicy": "Never", "containers": [
+                {"name": "c", "image": "busybox", "command": ["sleep", secs.to_string()], "resources": {"requests": {"cpu": "1"}}}]}}}
+    }))
+    .unwrap();
+    let created = jobs.create(&PostParams::default(), &job).await.unwrap();
+    workload_name_for_job(&BatchJob::new(created), NameLength::Long).unwrap()
 }

@@ -205,8 +205,6 @@ async fn a_rayjob_runs_on_the_worker_that_admits_it_and_reports_back() {
     m.quota.assert_safe();
     w1.cluster.quota.assert_safe();
     w2.cluster.quota.assert_safe();
-    w1.remove_kubeconfig();
-    w2.remove_kubeconfig();
 }
 
 /// Kueue: test/integration/multikueue/kuberay_test.go and test/e2e/multikueue/extended/e2e_test.go,
@@ -250,8 +248,6 @@ async fn a_raycluster_runs_on_the_worker_that_admits_it_and_reports_back() {
     m.quota.assert_safe();
     w1.cluster.quota.assert_safe();
     w2.cluster.quota.assert_safe();
-    w1.remove_kubeconfig();
-    w2.remove_kubeconfig();
 }
 
 /// The issue's "deleting them on the manager cleans the worker": the manager's RayCluster deleted, the
@@ -300,8 +296,6 @@ async fn deleting_a_raycluster_on_the_manager_cleans_its_worker() {
     m.quota.assert_safe();
     w1.cluster.quota.assert_safe();
     w2.cluster.quota.assert_safe();
-    w1.remove_kubeconfig();
-    w2.remove_kubeconfig();
 }
 
 /// Kueue: test/integration/multikueue/kuberay_test.go "Should forward a serveConfigV2 update to the
@@ -453,6 +447,4 @@ async fn a_rayservice_change_on_the_manager_upgrades_it_gated_on_its_worker() {
     m.quota.assert_safe();
     w1.cluster.quota.assert_safe();
     w2.cluster.quota.assert_safe();
-    w1.remove_kubeconfig();
-    w2.remove_kubeconfig();
 }

@@ -89,7 +89,7 @@ pub struct Configuration {
     pub integrations: Option<Integrations>,
     /// v1beta1 only.
     pub queue_visibility: Option<Value>,
-    pub multi_kueue: Option<Value>,
+    pub multi_kueue: Option<MultiKueue>,
     pub fair_sharing: Option<FairSharing>,
     pub admission_fair_sharing: Option<AdmissionFairSharing>,
     pub resources: Option<Resources>,
@@ -219,6 +219,169 @@ impl Frameworks {
             framework::POD,
         ]
         .contains(&name)
+    }
+}
+
+/// Kueue's `multiKueue` section (`apis/config/v1beta2/configuration_types.go` `MultiKueue`).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MultiKueue {
+    pub gc_interval: Option<GoDuration>,
+    pub origin: Option<String>,
+    pub worker_lost_timeout: Option<GoDuration>,
+    pub dispatcher_name: Option<String>,
+    /// Kept raw: refused when it lists any (quotagate has no generic adapter).
+    pub external_frameworks: Option<Vec<Value>>,
+    /// Kept raw: refused when present (quotagate does not connect through ClusterProfiles).
+    pub cluster_profile: Option<Value>,
+    pub incremental_dispatcher_config: Option<IncrementalDispatcherConfig>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct IncrementalDispatcherConfig {
+    pub step_size: Option<i32>,
+}
+
+/// Kueue's `MultiKueueDispatcherModeAllAtOnce`, the default: every worker of the config at once.
+pub const DISPATCHER_ALL_AT_ONCE: &str = "kueue.x-k8s.io/multikueue-dispatcher-all-at-once";
+/// Kueue's `MultiKueueDispatcherModeIncremental`: workers nominated `stepSize` at a time.
+pub const DISPATCHER_INCREMENTAL: &str = "kueue.x-k8s.io/multikueue-dispatcher-incremental";
+/// Kueue's defaults (`apis/config/v1beta2/defaults.go`, `pkg/controller/workloaddispatcher`).
+pub const DEFAULT_MULTIKUEUE_GC_INTERVAL: Duration = Duration::from_secs(60);
+pub const DEFAULT_MULTIKUEUE_ORIGIN: &str = "multikueue";
+pub const DEFAULT_MULTIKUEUE_WORKER_LOST_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+pub const DEFAULT_INCREMENTAL_STEP_SIZE: usize = 3;
+
+/// Which MultiKueue dispatcher nominates the workers of a Workload (`multiKueue.dispatcherName`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Dispatcher {
+    /// Every connected worker of the MultiKueueConfig gets a copy at once.
+    #[default]
+    AllAtOnce,
+    /// `step` more workers (in the MultiKueueConfig's order) each round, a round lasting Kueue's
+    /// 5 minutes unless one of them admits the copy.
+    Incremental { step: usize },
+}
+
+/// The `multiKueue` section with Kueue's defaults filled in.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MultiKueueSettings {
+    /// Zero turns the garbage collector off (as in Kueue).
+    pub gc_interval: Duration,
+    pub origin: String,
+    pub worker_lost_timeout: Duration,
+    pub dispatcher: Dispatcher,
+}
+
+impl Default for MultiKueueSettings {
+    fn default() -> Self {
+        MultiKueueSettings {
+            gc_interval: DEFAULT_MULTIKUEUE_GC_INTERVAL,
+            origin: DEFAULT_MULTIKUEUE_ORIGIN.to_string(),
+            worker_lost_timeout: DEFAULT_MULTIKUEUE_WORKER_LOST_TIMEOUT,
+            dispatcher: Dispatcher::AllAtOnce,
+        }
+    }
+}
+
+impl MultiKueue {
+    /// Kueue's `validateMultiKueue` (`pkg/config/validation.go`) and quotagate's refusals: only the
+    /// two built-in dispatchers are run (an external dispatcher's name is refused).
+    fn validate(&self) -> Result<(), ConfigError> {
+        const NEGATIVE: &str = "must be greater than or equal to 0";
+        let p = "multiKueue";
+        if self.gc_interval.is_some_and(|d| d.negative && !d.value.is_zero()) {
+            return Err(field(&format!("{p}.gcInterval"), NEGATIVE));
+        }
+        if self
+            .worker_lost_timeout
+            .is_some_and(|d| d.negative && !d.value.is_zero())
+        {
+            return Err(field(&format!("{p}.workerLostTimeout"), NEGATIVE));
+        }
+        if let Some(o) = &self.origin
+            && !crate::api::names::is_label_value(o)
+        {
+            return Err(field(
+                &format!("{p}.origin"),
+                format!(
+                    "Invalid value: {o:?}: must be a label value (at most 63 characters, alphanumerics, '-', '_' or '.', beginning and ending with an alphanumeric)"
+                ),
+            ));
+        }
+        if let Some(name) = &self.dispatcher_name
+            && name != DISPATCHER_ALL_AT_ONCE
+            && name != DISPATCHER_INCREMENTAL
+        {
+            return Err(field(
+                &format!("{p}.dispatcherName"),
+                format!(
+                    "Unsupported value: {name:?}: supported values: {DISPATCHER_ALL_AT_ONCE:?}, {DISPATCHER_INCREMENTAL:?} (quotagate runs no external dispatcher)"
+                ),
+            ));
+        }
+        if let Some(idc) = &self.incremental_dispatcher_config {
+            let idc_path = format!("{p}.incrementalDispatcherConfig");
+            if self.dispatcher_name.as_deref() != Some(DISPATCHER_INCREMENTAL) {
+                return Err(field(
+                    &idc_path,
+                    "incrementalDispatcherConfig is only valid when dispatcherName is set to the incremental dispatcher",
+                ));
+            }
+            if idc.step_size.is_some_and(|s| s < 1) {
+                return Err(field(
+                    &format!("{idc_path}.stepSize"),
+                    "must be greater than or equal to 1",
+                ));
+            }
+        }
+        if self.external_frameworks.as_ref().is_some_and(|f| !f.is_empty()) {
+            return Err(ConfigError::NotImplemented {
+                path: format!("{p}.externalFrameworks"),
+                what: "MultiKueue's generic adapter for external frameworks",
+            });
+        }
+        if self.cluster_profile.is_some() {
+            return Err(ConfigError::NotImplemented {
+                path: format!("{p}.clusterProfile"),
+                what: "connecting to workers through ClusterProfiles",
+            });
+        }
+        Ok(())
+    }
+
+    /// The section with Kueue's defaults (`SetDefaults_Configuration`): gcInterval 1m, origin
+    /// `multikueue`, workerLostTimeout 15m, the AllAtOnce dispatcher, stepSize 3.
+    pub fn settings(&self) -> MultiKueueSettings {
+        let dispatcher = match self.dispatcher_name.as_deref() {
+            Some(DISPATCHER_INCREMENTAL) => Dispatcher::Incremental {
+                step: self
+                    .incremental_dispatcher_config
+                    .as_ref()
+                    .and_then(|c| c.step_size)
+                    .and_then(|s| usize::try_from(s).ok())
+                    .filter(|s| *s >= 1)
+                    .unwrap_or(DEFAULT_INCREMENTAL_STEP_SIZE),
+            },
+            _ => Dispatcher::AllAtOnce,
+        };
+        MultiKueueSettings {
+            gc_interval: self
+                .gc_interval
+                .map(|d| d.value)
+                .unwrap_or(DEFAULT_MULTIKUEUE_GC_INTERVAL),
+            origin: self
+                .origin
+                .clone()
+                .filter(|o| !o.is_empty())
+                .unwrap_or_else(|| DEFAULT_MULTIKUEUE_ORIGIN.to_string()),
+            worker_lost_timeout: self
+                .worker_lost_timeout
+                .map(|d| d.value)
+                .unwrap_or(DEFAULT_MULTIKUEUE_WORKER_LOST_TIMEOUT),
+            dispatcher,
+        }
     }
 }
 
@@ -679,9 +842,20 @@ impl Configuration {
         Ok(())
     }
 
+    /// The `multiKueue` section with Kueue's defaults (all defaults when the section is absent).
+    pub fn multi_kueue(&self) -> MultiKueueSettings {
+        self.multi_kueue
+            .as_ref()
+            .map(MultiKueue::settings)
+            .unwrap_or_default()
+    }
+
     /// Kueue's own checks of the fields quotagate uses (`pkg/config/validation.go`).
     fn validate(&self) -> Result<(), ConfigError> {
         self.validate_integrations()?;
+        if let Some(mk) = &self.multi_kueue {
+            mk.validate()?;
+        }
         // KEP-4803: "Enabling DisableWaitForPodsReady and WorkloadLevelWaitForPodsReady feature
         // gates is not allowed."
         if self.gate(DISABLE_WAIT_FOR_PODS_READY) && self.gate(WORKLOAD_LEVEL_WAIT_FOR_PODS_READY) {
@@ -869,7 +1043,6 @@ impl Configuration {
             "integrations.podOptions (deprecated in v1beta1 and not applied, as Kueue drops it: managedJobsNamespaceSelector picks the Pods' namespaces)",
         );
         note(self.queue_visibility.is_some(), "queueVisibility");
-        note(self.multi_kueue.is_some(), "multiKueue");
         note(
             self.fair_sharing.is_some() && self.fair_sharing().is_none(),
             "fairSharing",

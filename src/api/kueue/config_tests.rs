@@ -648,3 +648,88 @@ fn pod_options_are_read_and_not_applied_in_v1beta1_and_refused_in_v1beta2() {
         .starts_with("integrations.podOptions.labelSelector: unknown field")
     );
 }
+
+/// Kueue `apis/config/v1beta2/defaults.go` (gcInterval 1m, origin `multikueue`, workerLostTimeout
+/// 15m, the AllAtOnce dispatcher, stepSize 3 for the incremental one) and `pkg/config/validation.go`
+/// `validateMultiKueue` (negative durations, a bad origin, incrementalDispatcherConfig without the
+/// incremental dispatcher, stepSize < 1); quotagate refuses dispatchers it does not run.
+#[test]
+fn multi_kueue_is_read_defaulted_and_validated() {
+    let absent = Configuration::parse(HEAD).unwrap().multi_kueue();
+    assert_eq!(absent, MultiKueueSettings::default());
+    assert_eq!(
+        (
+            absent.gc_interval,
+            absent.origin.as_str(),
+            absent.worker_lost_timeout,
+            absent.dispatcher
+        ),
+        (
+            Duration::from_secs(60),
+            "multikueue",
+            Duration::from_secs(900),
+            Dispatcher::AllAtOnce
+        )
+    );
+    let cfg = Configuration::parse(&format!(
+        "{HEAD}multiKueue:\n  gcInterval: 30s\n  origin: mgr-a\n  workerLostTimeout: 2m\n  dispatcherName: {DISPATCHER_INCREMENTAL}\n"
+    ))
+    .unwrap();
+    assert!(cfg.ignored().is_empty(), "{:?}", cfg.ignored());
+    assert_eq!(
+        cfg.multi_kueue(),
+        MultiKueueSettings {
+            gc_interval: Duration::from_secs(30),
+            origin: "mgr-a".into(),
+            worker_lost_timeout: Duration::from_secs(120),
+            dispatcher: Dispatcher::Incremental { step: 3 },
+        }
+    );
+    let step1 = Configuration::parse(&format!(
+        "{HEAD}multiKueue:\n  dispatcherName: {DISPATCHER_INCREMENTAL}\n  incrementalDispatcherConfig:\n    stepSize: 1\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        step1.multi_kueue().dispatcher,
+        Dispatcher::Incremental { step: 1 }
+    );
+    let gc_off = Configuration::parse(&format!("{HEAD}multiKueue:\n  gcInterval: 0s\n")).unwrap();
+    assert_eq!(gc_off.multi_kueue().gc_interval, Duration::ZERO);
+    for (body, want) in [
+        (
+            "gcInterval: -1s",
+            "multiKueue.gcInterval: must be greater than or equal to 0",
+        ),
+        (
+            "workerLostTimeout: -5m",
+            "multiKueue.workerLostTimeout: must be greater than or equal to 0",
+        ),
+        (
+            "origin: not/valid",
+            "multiKueue.origin: Invalid value: \"not/valid\"",
+        ),
+        (
+            "dispatcherName: example.com/mine",
+            "multiKueue.dispatcherName: Unsupported value: \"example.com/mine\"",
+        ),
+        (
+            "incrementalDispatcherConfig:\n    stepSize: 2",
+            "multiKueue.incrementalDispatcherConfig: incrementalDispatcherConfig is only valid when dispatcherName is set to the incremental dispatcher",
+        ),
+        (
+            "dispatcherName: kueue.x-k8s.io/multikueue-dispatcher-incremental\n  incrementalDispatcherConfig:\n    stepSize: 0",
+            "multiKueue.incrementalDispatcherConfig.stepSize: must be greater than or equal to 1",
+        ),
+        (
+            "gcIntervall: 1m",
+            "multiKueue.gcIntervall: unknown field `gcIntervall`",
+        ),
+        (
+            "externalFrameworks:\n  - name: Foo.v1.example.com",
+            "multiKueue.externalFrameworks: not implemented",
+        ),
+    ] {
+        let e = err(&format!("{HEAD}multiKueue:\n  {body}\n"));
+        assert!(e.starts_with(want), "{body:?}: {e}");
+    }
+}

@@ -63,6 +63,19 @@ pub fn status_update(local: &Job, remote: &Job, now: jiff::Timestamp) -> (JobSta
     (status, true)
 }
 
+/// The status of a suspended manager's Job whose copies are gone: no pod counted as active or ready
+/// (no Job controller acts on a Job managed by MultiKueue, so nothing else would zero them). `None`
+/// while the Job still runs or when nothing changes.
+pub fn released_status(local: &Job) -> Option<JobStatus> {
+    let mut status = local.status.clone()?;
+    if !suspended(local) || (status.active.unwrap_or(0) == 0 && status.ready.unwrap_or(0) == 0) {
+        return None;
+    }
+    status.active = Some(0);
+    status.ready = Some(0);
+    Some(status)
+}
+
 /// Kueue's copy of the manager's Job for a worker.
 pub fn remote_copy(local: &Job, workload_name: &str, origin: &str) -> Job {
     let mut meta = clone_meta_for_creation(&local.metadata);
@@ -166,6 +179,27 @@ impl MultiKueueAdapter for BatchJobAdapter {
         }
         .boxed()
     }
+
+    fn release_local<'a>(
+        &'a self,
+        local: &'a kube::Client,
+        key: &'a JobKey,
+    ) -> BoxFuture<'a, Result<(), kube::Error>> {
+        async move {
+            let locals = Api::<Job>::namespaced(local.clone(), &key.namespace);
+            let Some(mut job) = locals.get_opt(&key.name).await? else {
+                return Ok(());
+            };
+            if let Some(status) = released_status(&job) {
+                job.status = Some(status);
+                locals
+                    .replace_status(&key.name, &PostParams::default(), &job)
+                    .await?;
+            }
+            Ok(())
+        }
+        .boxed()
+    }
 }
 
 #[cfg(test)]
@@ -224,5 +258,21 @@ mod tests {
         let (status, deferred) = status_update(&local, &done, jiff::Timestamp::UNIX_EPOCH);
         assert!(!deferred);
         assert_eq!(status.succeeded, Some(1));
+    }
+
+    /// A suspended manager's Job whose copies were removed counts no running pod; a running one, or
+    /// one counting none already, is left alone.
+    #[test]
+    fn released_status_zeroes_the_mirrored_pods_once_suspended() {
+        let stopped = job(serde_json::json!({"spec": {"suspend": true, "template": {}},
+            "status": {"active": 1, "ready": 1, "succeeded": 0}}));
+        let s = released_status(&stopped).unwrap();
+        assert_eq!((s.active, s.ready, s.succeeded), (Some(0), Some(0), Some(0)));
+        let running = job(serde_json::json!({"spec": {"suspend": false, "template": {}},
+            "status": {"active": 1}}));
+        assert_eq!(released_status(&running), None);
+        let idle = job(serde_json::json!({"spec": {"suspend": true, "template": {}},
+            "status": {"active": 0}}));
+        assert_eq!(released_status(&idle), None);
     }
 }
