@@ -275,7 +275,7 @@ async fn reconcile(wl: Arc<Workload>, ctx: Arc<Context>) -> Result<Action, Error
     };
     // Kueue's eviction resets the nomination (`resetClusterNomination`); here it is reset once the
     // Workload no longer holds quota, so the next admission nominates afresh.
-    if !wl.has_quota_reservation() && !wl.is_finished() {
+    if !wl.has_quota_reservation() && !wl.is_finished() && wl.metadata.deletion_timestamp.is_none() {
         reset_nomination(&ctx.client, &wl).await?;
     }
     if acs.state == CheckState::Rejected {
@@ -580,8 +580,54 @@ async fn reconcile_group(g: &mut Group<'_>, acs: &AdmissionCheckState) -> Result
     Ok(Action::requeue(next_poll))
 }
 
+/// Kueue's `deletedWlCache`: a Workload deleted (its finalizers released) between two passes is never
+/// reconciled by the controller, whose store no longer has it; its last state, marked deleted, is
+/// reconciled here once, so its copies are removed at once rather than at the next garbage collection.
+async fn remove_copies_of_deleted(ctx: Arc<Context>, cancel: CancellationToken) {
+    use futures::StreamExt;
+    let stream = watcher(
+        Api::<Workload>::all(ctx.client.clone()),
+        watcher::Config::default(),
+    );
+    let mut stream = std::pin::pin!(kube::runtime::WatchStreamExt::default_backoff(stream));
+    loop {
+        let event = tokio::select! {
+            _ = cancel.cancelled() => return,
+            e = stream.next() => e,
+        };
+        let Some(Ok(watcher::Event::Delete(mut wl))) = event else {
+            if event.is_none() {
+                return;
+            }
+            continue;
+        };
+        let has_checks = wl.status.as_ref().is_some_and(|s| !s.admission_checks.is_empty());
+        if !has_checks || !*ctx.leader.borrow() {
+            continue;
+        }
+        if wl.metadata.deletion_timestamp.is_none() {
+            wl.metadata.deletion_timestamp = Some(Time(jiff::Timestamp::now()));
+        }
+        let wl = Arc::new(wl);
+        // A worker briefly unreachable is tried again a few times; the garbage collector catches
+        // what is left after that.
+        for _ in 0..5 {
+            match reconcile(wl.clone(), ctx.clone()).await {
+                Ok(a) if a == Action::await_change() => break,
+                Ok(_) | Err(_) => {
+                    tokio::select! {
+                        _ = cancel.cancelled() => return,
+                        _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Runs the controller until `cancel` fires.
 pub async fn run(ctx: Arc<Context>, cancel: CancellationToken) {
+    tokio::spawn(remove_copies_of_deleted(ctx.clone(), cancel.clone()));
     let controller = Controller::new(
         Api::<Workload>::all(ctx.client.clone()),
         watcher::Config::default(),

@@ -251,14 +251,11 @@ async fn a_raycluster_runs_on_the_worker_that_admits_it_and_reports_back() {
 }
 
 /// The issue's "deleting them on the manager cleans the worker": the manager's RayCluster deleted, the
-/// worker's RayCluster, its pods and the Workload copy go. Ignored: the MultiKueue Workload controller
-/// reconciles only Workloads still in its cache, so when the manager's Workload is deleted and its
-/// finalizer released before a reconcile sees it deleting, the copies stay on the worker (seen about
-/// one run in four under load). Kueue keeps a `deletedWlCache` filled by its Delete event handler
-/// (`pkg/controller/admissionchecks/multikueue/workload.go`) for this; its GC (`gcInterval`) also
-/// removes such orphans. Run with `--ignored` once either is in.
+/// worker's RayCluster, its pods and the Workload copy go. The manager's Workload may be deleted and
+/// its finalizer released before a pass of the MultiKueue Workload controller sees it deleting (about
+/// one run in four under load before the fix): its Delete event removes the copies, as Kueue's
+/// `deletedWlCache` does (`pkg/controller/admissionchecks/multikueue/workload.go`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "racy until the MultiKueue Workload controller sees deleted Workloads (issue 64)"]
 async fn deleting_a_raycluster_on_the_manager_cleans_its_worker() {
     let (m, w1, w2, _authz) = three_clusters("2", false).await;
     let clusters: Api<RayCluster> = Api::namespaced(m.client.clone(), NS);
