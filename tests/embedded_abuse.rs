@@ -857,7 +857,7 @@ mod refusals {
                 &f,
             ],
             None,
-            "kind: Invalid value: \"Secret\": must be ConfigMap",
+            "Secret in version \"v1\" cannot be handled as a ConfigMap: converting (v1.Secret) to (core.ConfigMap): unknown conversion",
         )
         .await;
         std::fs::write(
@@ -874,7 +874,7 @@ mod refusals {
                 &f,
             ],
             None,
-            "dryRun: Unsupported value: []string{\"Garbage\"}: supported values: \"All\"",
+            "dryRun: Unsupported value: [\"Garbage\"]: supported values: \"All\"",
         )
         .await;
         k.refused(

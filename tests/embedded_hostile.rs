@@ -134,7 +134,7 @@ async fn malformed_selectors_are_refused_and_delete_nothing() {
         .run_with(&["get", "cm", "--field-selector", "data.a=1"], None)
         .await;
     assert!(
-        !o.ok && o.stderr.contains("field label not supported: data.a"),
+        !o.ok && o.stderr.contains("\"data.a\" is not a known field selector"),
         "{}",
         o.stderr
     );
