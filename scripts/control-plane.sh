@@ -79,6 +79,17 @@ pid_alive() { # pid-file component
   [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" = "$(readlink -f "$BIN/$2")" ]
 }
 
+# Whether a component started by `start` has exited: its process is gone or a zombie. Not
+# `pid_alive`: just after `start` the PID may still be the `setsid` that is about to exec the
+# component, which `pid_alive` would take for a dead component.
+exited() { # pid-file
+  local pid state
+  pid="$(cat "$1" 2>/dev/null)" || return 0
+  [ -n "$pid" ] && [ -r "/proc/$pid/stat" ] || return 0
+  state="$(sed -E 's/^.*\) ([A-Za-z]).*$/\1/' "/proc/$pid/stat" 2>/dev/null)" || return 0
+  [ "$state" = Z ] || [ "$state" = X ]
+}
+
 api_ready() {
   [ -f "$RUN/port" ] || return 1
   curl -fsS --max-time 3 --cacert "$RUN/pki/ca.crt" --cert "$RUN/pki/admin.crt" --key "$RUN/pki/admin.key" \
@@ -208,7 +219,7 @@ cmd_up() {
     --enable-aggregator-routing=true
   local deadline=$((SECONDS + 120))
   until api_ready; do
-    if ! pid_alive "$RUN/kube-apiserver.pid" kube-apiserver || ! pid_alive "$RUN/etcd.pid" etcd; then
+    if exited "$RUN/kube-apiserver.pid" || exited "$RUN/etcd.pid"; then
       tail -n 20 "$RUN/logs/etcd.log" "$RUN/logs/kube-apiserver.log" >&2 || true
       cmd_down >/dev/null 2>&1 || true
       die "etcd or kube-apiserver exited during start (logs above)"
