@@ -93,6 +93,34 @@ pub fn created_by(meta: &ObjectMeta, origin: &str) -> bool {
         .is_some_and(|o| o == origin)
 }
 
+/// Kueue's `DeleteRemoteObjectIfOwned`: the job `key` of kind `K` on a worker is deleted (in the
+/// background: its children go with it) only if this manager `origin` made it and it is not already
+/// going; one already gone is fine.
+pub async fn delete_remote_job<K>(remote: &Client, key: &JobKey, origin: &str) -> Result<(), kube::Error>
+where
+    K: kube::Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let remotes = kube::Api::<K>::namespaced(remote.clone(), &key.namespace);
+    let Some(job) = remotes.get_opt(&key.name).await? else {
+        return Ok(());
+    };
+    if !created_by(job.meta(), origin) || job.meta().deletion_timestamp.is_some() {
+        return Ok(());
+    }
+    let dp = kube::api::DeleteParams {
+        propagation_policy: Some(kube::api::PropagationPolicy::Background),
+        ..Default::default()
+    };
+    match remotes.delete(&key.name, &dp).await {
+        Ok(_) => Ok(()),
+        Err(e) if crate::kit::shell::is_not_found(&e) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// Kueue's `CloneObjectMetaForCreation`: name, namespace, labels and annotations only.
 pub fn clone_meta_for_creation(meta: &ObjectMeta) -> ObjectMeta {
     ObjectMeta {

@@ -7,13 +7,13 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 use k8s_openapi::api::batch::v1::{Job, JobCondition, JobStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, DeleteParams, PostParams, PropagationPolicy};
+use kube::api::{Api, PostParams};
 use kube::core::GroupVersionKind;
 
 use crate::api::batch::MANAGED_LABELS;
 use crate::api::kueue::multikueue::MANAGED_BY;
 use crate::jobframework::multikueue::{
-    JobKey, MultiKueueAdapter, clone_meta_for_creation, created_by, set_multikueue_meta,
+    JobKey, MultiKueueAdapter, clone_meta_for_creation, delete_remote_job, set_multikueue_meta,
 };
 
 /// The adapter for `batch/v1` Jobs.
@@ -159,25 +159,7 @@ impl MultiKueueAdapter for BatchJobAdapter {
         key: &'a JobKey,
         origin: &'a str,
     ) -> BoxFuture<'a, Result<(), kube::Error>> {
-        async move {
-            let remotes = Api::<Job>::namespaced(remote.clone(), &key.namespace);
-            let Some(job) = remotes.get_opt(&key.name).await? else {
-                return Ok(());
-            };
-            if !created_by(&job.metadata, origin) {
-                return Ok(());
-            }
-            let dp = DeleteParams {
-                propagation_policy: Some(PropagationPolicy::Background),
-                ..Default::default()
-            };
-            match remotes.delete(&key.name, &dp).await {
-                Ok(_) => Ok(()),
-                Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-                Err(e) => Err(e),
-            }
-        }
-        .boxed()
+        delete_remote_job::<Job>(remote, key, origin).boxed()
     }
 
     fn release_local<'a>(

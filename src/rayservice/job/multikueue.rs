@@ -16,7 +16,7 @@ use std::marker::PhantomData;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::core::object::{HasSpec, HasStatus};
 use kube::core::{GroupVersionKind, NamespaceResourceScope};
 use kube::{Client, Resource};
@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 use crate::api::kueue::multikueue::MANAGED_BY;
 use crate::api::ray::{RayCluster, RayJob, RayService};
 use crate::jobframework::multikueue::{
-    JobKey, MultiKueueAdapter, clone_meta_for_creation, created_by, set_multikueue_meta,
+    JobKey, MultiKueueAdapter, clone_meta_for_creation, delete_remote_job, set_multikueue_meta,
 };
 
 /// What differs between the Ray kinds for MultiKueue (Kueue's `NewMKAdapter` arguments).
@@ -254,25 +254,7 @@ impl<K: RayMultiKueueKind> MultiKueueAdapter for RayAdapter<K> {
         key: &'a JobKey,
         origin: &'a str,
     ) -> BoxFuture<'a, Result<(), kube::Error>> {
-        async move {
-            let remotes = Api::<K>::namespaced(remote.clone(), &key.namespace);
-            let Some(job) = remotes.get_opt(&key.name).await? else {
-                return Ok(());
-            };
-            if !created_by(job.meta(), origin) || job.meta().deletion_timestamp.is_some() {
-                return Ok(());
-            }
-            let dp = DeleteParams {
-                propagation_policy: Some(PropagationPolicy::Background),
-                ..Default::default()
-            };
-            match remotes.delete(&key.name, &dp).await {
-                Ok(_) => Ok(()),
-                Err(e) if crate::kit::shell::is_not_found(&e) => Ok(()),
-                Err(e) => Err(e),
-            }
-        }
-        .boxed()
+        delete_remote_job::<K>(remote, key, origin).boxed()
     }
 }
 
