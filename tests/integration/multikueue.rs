@@ -189,37 +189,8 @@ pub(crate) async fn start_manager(
     ] {
         mkcs.create(&PostParams::default(), &c).await.unwrap();
     }
-    Api::<MultiKueueConfig>::all(m.client.clone())
-        .create(
-            &PostParams::default(),
-            &MultiKueueConfig::new(
-                "mkc",
-                MultiKueueConfigSpec {
-                    clusters: vec!["worker1".into(), "worker2".into(), "worker3".into()],
-                    quota_management: None,
-                },
-            ),
-        )
-        .await
-        .unwrap();
-    Api::<AdmissionCheck>::all(m.client.clone())
-        .create(
-            &PostParams::default(),
-            &AdmissionCheck::new(
-                "mk",
-                AdmissionCheckSpec {
-                    controller_name: MULTIKUEUE_CONTROLLER_NAME.into(),
-                    parameters: Some(AdmissionCheckParametersReference {
-                        api_group: "kueue.x-k8s.io".into(),
-                        kind: "MultiKueueConfig".into(),
-                        name: "mkc".into(),
-                    }),
-                },
-            ),
-        )
-        .await
-        .unwrap();
-
+    // The config and the check; worker1 and worker2 are waited for below.
+    register(&m, &[], &["worker1", "worker2", "worker3"]).await;
     for name in ["worker1", "worker2"] {
         wait_for(&mkcs, name, "Active=True", |c| {
             active(c) == Some(("True".into(), "Active".into()))
