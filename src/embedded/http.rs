@@ -802,6 +802,9 @@ impl Req<'_> {
                     refusals::field_manager(self.query.get("fieldManager"))?;
                 }
                 let body = self.decode_body()?;
+                if kind == PatchKind::Apply {
+                    refusals::apply_type(&info, &body)?;
+                }
                 // A JSON patch is a list of operations, not an object: what it makes is checked.
                 let warnings = match kind {
                     PatchKind::Json => self.validate_json_patch(&n, &body)?,
@@ -967,17 +970,21 @@ impl Req<'_> {
         let opts = self.list_options()?;
         let dopts = self.delete_options()?;
         let res = self.store().list(&self.t.info, self.ns(), &opts)?;
+        let list_rv = res.rv;
+        // The answer is the list as it was read, each item at its last stored version, whether its
+        // delete removed it, marked it or found it gone (`Store.DeleteCollection` returns its list).
         let mut items = Vec::new();
         for o in res.items {
             let ns = o.pointer("/metadata/namespace").and_then(Value::as_str);
             let name = o.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
             match self.store().delete(&self.t.info, ns, name, &dopts) {
-                Ok(d) => items.push((*Store::at_version(&self.t.info, d)).clone()),
+                Ok(_) => {}
                 Err(e) if e.code == 404 => {}
                 Err(e) => return Err(e),
             }
+            items.push((*Store::at_version(&self.t.info, o)).clone());
         }
-        let rv = self.store().resource_version().to_string();
+        let rv = list_rv.to_string();
         Ok(with_warnings(
             ok(
                 200,

@@ -22,8 +22,19 @@ use super::field_validation::Schema;
 use super::registry::ResourceInfo;
 
 /// Drops from `obj` (an object of `info`'s kind, in its stored form) every field its schema does not
-/// declare.
+/// declare, and in a custom resource every null its schema neither allows (`nullable`) nor defaults,
+/// as apiextensions-apiserver's decoding does (`PruneNonNullableNullsWithoutDefaults`).
 pub fn prune(info: &ResourceInfo, obj: &mut Value) {
+    prune_with(info, obj, true);
+}
+
+/// As [`prune`], keeping nulls: an applied configuration is not decoded that way, and its nulls
+/// are its own to interpret.
+pub fn prune_applied(info: &ResourceInfo, obj: &mut Value) {
+    prune_with(info, obj, false);
+}
+
+fn prune_with(info: &ResourceInfo, obj: &mut Value, nulls: bool) {
     let crd = info.schema.as_ref().map(super::registry::CrdSchema::get);
     let schema = crd.or_else(|| {
         // Events of `events.k8s.io` are stored in core v1's form (`events.rs`).
@@ -32,7 +43,7 @@ pub fn prune(info: &ResourceInfo, obj: &mut Value) {
             .or_else(|| super::builtin_schemas::builtin(&info.group, &info.version, &info.kind))
     });
     let rules = if crd.is_some() {
-        Rules::Structural
+        Rules::Structural { nulls }
     } else {
         Rules::GoType
     };
@@ -45,8 +56,9 @@ pub fn prune(info: &ResourceInfo, obj: &mut Value) {
 /// How a node that names no field treats the keys under it.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Rules {
-    /// A CRD's structural schema: such a node keeps nothing.
-    Structural,
+    /// A CRD's structural schema: such a node keeps nothing; with `nulls`, a null the field's schema
+    /// does not allow goes too.
+    Structural { nulls: bool },
     /// A Go type's schema: such a node is a free-form value and keeps everything.
     GoType,
 }
@@ -88,6 +100,18 @@ fn walk(value: &mut Value, schema: Schema, rules: Rules, resource: bool) {
             map.retain(|k, v| {
                 if resource && matches!(k.as_str(), "apiVersion" | "kind" | "metadata") {
                     return true;
+                }
+                let declared = props
+                    .and_then(|p| p.get(k))
+                    .or(additional.filter(|a| a.is_object()));
+                if v.is_null()
+                    && rules == (Rules::Structural { nulls: true })
+                    && declared.is_some_and(|s| {
+                        let s = schema.at(s).resolved();
+                        !s.flag("nullable") && s.node.get("default").is_none()
+                    })
+                {
+                    return false;
                 }
                 match (props.and_then(|p| p.get(k)), additional) {
                     (Some(s), _) => {
@@ -141,6 +165,37 @@ mod tests {
             .into_iter()
             .find(|i| i.plural == plural && i.group.is_empty())
             .unwrap()
+    }
+
+    /// apiextensions-apiserver's `prunenulls_test.go`: a null goes unless its schema is `nullable` or
+    /// has a `default`; a key the schema does not name is not touched by this rule, and an applied
+    /// configuration keeps its nulls.
+    #[test]
+    fn a_custom_resource_loses_the_nulls_its_schema_does_not_allow() {
+        let info = crd(json!({"type": "object", "properties": {
+            "spec": {"type": "object", "properties": {
+                "template": {"type": "object", "properties": {
+                    "metadata": {"type": "object"},
+                    "maybe": {"type": "string", "nullable": true},
+                    "count": {"type": "integer", "default": 1}
+                }},
+                "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                "items": {"type": "array", "items": {"type": "object", "properties": {"a": {"type": "string"}}}},
+                "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
+            }}
+        }}));
+        let written = json!({"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "a"},
+            "spec": {"template": {"metadata": null, "maybe": null, "count": null},
+                     "labels": {"x": null}, "items": [{"a": null}], "free": {"x": null}}});
+        let mut obj = written.clone();
+        prune(&info, &mut obj);
+        assert_eq!(
+            obj["spec"],
+            json!({"template": {"maybe": null, "count": null}, "labels": {}, "items": [{}], "free": {"x": null}})
+        );
+        let mut applied = written.clone();
+        prune_applied(&info, &mut applied);
+        assert_eq!(applied, written);
     }
 
     /// apiextensions-apiserver's pruning tests (`pkg/apiserver/schema/pruning/algorithm_test.go`):

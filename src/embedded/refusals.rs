@@ -1,6 +1,7 @@
 //! Requests the real API server refuses before it stores anything, with its words: options it does
 //! not support (`dryRun` other than `All`, apply without `fieldManager`), a body whose `apiVersion`
-//! or `kind` contradicts the URL, and ConfigMap/Secret maps holding something other than strings.
+//! or `kind` contradicts the URL, ConfigMap/Secret maps holding something other than strings, and
+//! resource quantities that do not parse.
 
 use http::Method;
 use serde_json::Value;
@@ -184,6 +185,108 @@ pub fn string_maps(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// An applied configuration names exactly the kind and version of the URL: field management's
+/// version check refuses anything else, missing `apiVersion` or `kind` included, with a 400 quoting
+/// the body's group, version and kind (`invalid object type: /v1, Kind=`).
+pub fn apply_type(info: &ResourceInfo, body: &Value) -> Result<(), ApiError> {
+    let text = |f: &str| body.get(f).and_then(Value::as_str).unwrap_or_default();
+    let (api_version, kind) = (text("apiVersion"), text("kind"));
+    if api_version == info.api_version() && kind == info.kind {
+        return Ok(());
+    }
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    Err(ApiError::bad_request(format!(
+        "invalid object type: {group}/{version}, Kind={kind}"
+    )))
+}
+
+/// Where a built-in kind keeps its pod spec: the quantities in it are `resource.Quantity` to Go.
+fn pod_spec_pointer(info: &ResourceInfo) -> Option<&'static str> {
+    Some(match (info.group.as_str(), info.plural.as_str()) {
+        ("", "pods") => "/spec",
+        ("", "podtemplates") => "/template/spec",
+        ("", "replicationcontrollers")
+        | ("batch", "jobs")
+        | ("apps", "deployments" | "replicasets" | "statefulsets" | "daemonsets") => "/spec/template/spec",
+        ("batch", "cronjobs") => "/spec/jobTemplate/spec/template/spec",
+        _ => return None,
+    })
+}
+
+/// Every quantity map of a pod spec: each container's requests and limits, the pod-level resources
+/// and the overhead.
+fn pod_spec_quantities(spec: &Value) -> impl Iterator<Item = &Value> {
+    let containers = ["containers", "initContainers", "ephemeralContainers"]
+        .into_iter()
+        .filter_map(|f| spec.get(f).and_then(Value::as_array))
+        .flatten()
+        .filter_map(|c| c.get("resources"));
+    containers
+        .chain(spec.get("resources"))
+        .flat_map(|r| [r.get("requests"), r.get("limits")])
+        .flatten()
+        .chain(spec.get("overhead"))
+}
+
+/// A quantity Go's `Quantity.UnmarshalJSON` refuses while decoding the body: the message of
+/// `ParseQuantity`'s error. Strings and numbers are parsed; null decodes to zero.
+fn quantity_refusal(v: &Value) -> Option<&'static str> {
+    use crate::api::quantity::{Quantity, QuantityError};
+    const FORMAT: &str =
+        "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'";
+    let text = match v {
+        Value::Null => return None,
+        Value::String(s) => s.trim().to_string(),
+        Value::Number(n) => n.to_string(),
+        _ => return Some(FORMAT),
+    };
+    match Quantity::parse(&text) {
+        Err(QuantityError::Empty | QuantityError::Format(_)) => Some(FORMAT),
+        Err(QuantityError::Suffix(..)) => Some("unable to parse quantity's suffix"),
+        // Go keeps a quantity past our range (rounded); the value checks decide about it.
+        Err(QuantityError::TooLarge(_)) | Ok(_) => None,
+    }
+}
+
+/// Resource quantities of built-in kinds that do not parse fail to decode on the real server, a 400
+/// before any value check: `Pod in version "v1" cannot be handled as a Pod: quantities must match the
+/// regular expression ...`. Covers pod specs (pods, templates, workloads), quotas and limit ranges.
+pub fn quantities(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
+    let maps: Vec<&Value> = match (info.group.as_str(), info.plural.as_str()) {
+        ("", "resourcequotas") => ["/spec/hard", "/status/hard", "/status/used"]
+            .iter()
+            .filter_map(|p| obj.pointer(p))
+            .collect(),
+        ("", "limitranges") => obj
+            .pointer("/spec/limits")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .flat_map(|l| {
+                ["max", "min", "default", "defaultRequest", "maxLimitRequestRatio"].map(|f| l.get(f))
+            })
+            .flatten()
+            .collect(),
+        _ => match pod_spec_pointer(info).and_then(|p| obj.pointer(p)) {
+            Some(spec) => pod_spec_quantities(spec).collect(),
+            None => return Ok(()),
+        },
+    };
+    let refusal = maps
+        .into_iter()
+        .filter_map(Value::as_object)
+        .flat_map(|m| m.values())
+        .find_map(quantity_refusal);
+    match refusal {
+        Some(why) => Err(ApiError::bad_request(format!(
+            "{kind} in version \"{}\" cannot be handled as a {kind}: {why}",
+            info.version,
+            kind = info.kind
+        ))),
+        None => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -192,6 +295,45 @@ mod tests {
     fn builtin(plural: &str) -> ResourceInfo {
         let all = super::super::registry::builtins();
         all.into_iter().find(|b| b.plural == plural).unwrap()
+    }
+
+    #[test]
+    fn an_applied_body_names_the_urls_kind() {
+        let cms = builtin("configmaps");
+        assert!(apply_type(&cms, &json!({"apiVersion": "v1", "kind": "ConfigMap"})).is_ok());
+        let e = apply_type(&cms, &json!({"apiVersion": "v1", "metadata": {"name": "c1"}})).unwrap_err();
+        assert_eq!(
+            (e.code, e.message.as_str()),
+            (400, "invalid object type: /v1, Kind=")
+        );
+        let e = apply_type(&cms, &json!({"apiVersion": "apps/v1", "kind": "ConfigMap"})).unwrap_err();
+        assert_eq!(e.message, "invalid object type: apps/v1, Kind=ConfigMap");
+    }
+
+    #[test]
+    fn quantities_that_do_not_parse_fail_to_decode() {
+        let pod = |q: Value| json!({"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": q}}}]}});
+        let pods = builtin("pods");
+        let e = quantities(&pods, &pod(json!("lots"))).unwrap_err();
+        assert_eq!(
+            e.message,
+            "Pod in version \"v1\" cannot be handled as a Pod: quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+        );
+        assert_eq!(e.code, 400);
+        let e = quantities(&pods, &pod(json!("1iK"))).unwrap_err();
+        assert!(
+            e.message.ends_with("unable to parse quantity's suffix"),
+            "{}",
+            e.message
+        );
+        for ok in [json!("500m"), json!(2), json!(0.5), Value::Null] {
+            assert!(quantities(&pods, &pod(ok.clone())).is_ok(), "{ok}");
+        }
+        let job = json!({"spec": {"template": {"spec": {"containers": [{"resources": {"limits": {"memory": true}}}]}}}});
+        assert!(quantities(&builtin("jobs"), &job).is_err());
+        let quota = json!({"spec": {"hard": {"pods": "ten"}}});
+        assert!(quantities(&builtin("resourcequotas"), &quota).is_err());
+        assert!(quantities(&builtin("configmaps"), &json!({"data": {"a": "lots"}})).is_ok());
     }
 
     #[test]

@@ -1034,6 +1034,7 @@ impl Store {
         };
         // Before `stringData` is merged into `data`: the body as the client sent it.
         super::refusals::string_maps(info, &obj)?;
+        super::refusals::quantities(info, &obj)?;
         meta::prepare_create(info, &mut obj, ns, meta::new_uid(), &meta::now_rfc3339())?;
         let key = info.key();
         let nsk = ns.unwrap_or("").to_string();
@@ -1272,6 +1273,7 @@ impl Store {
         fields: Option<Value>,
     ) -> Result<Arc<Value>, ApiError> {
         super::refusals::string_maps(info, &new)?;
+        super::refusals::quantities(info, &new)?;
         let mut next = meta::prepare_update(info, old, &new, status);
         if !status && is_service(info) {
             let taken = inner.services_taken(Some(old));
@@ -1313,10 +1315,10 @@ impl Store {
             .and_then(Value::as_i64)
             .unwrap_or(0);
         if is_deleting(&next) && finalizers(&next).is_empty() && grace == 0 {
-            // The last finalizer went: the pending deletion completes.
-            return Ok(inner
-                .remove(&key, &ns, &name, true)
-                .unwrap_or_else(|| old.clone()));
+            // The last finalizer went: the pending deletion completes. The writer gets the object it
+            // sent, as `deleteWithoutFinalizers` answers; the DELETED event carries the stored one.
+            inner.remove(&key, &ns, &name, true);
+            return Ok(Arc::new(next));
         }
         Ok(inner.put(&key, next, EventType::Modified))
     }
@@ -1365,7 +1367,7 @@ impl Store {
         // An applied configuration owns only the fields that are kept.
         let mut body = body;
         if kind == PatchKind::Apply {
-            prune::prune(info, &mut body);
+            prune::prune_applied(info, &mut body);
         }
         let old = match inner.lookup(&info.key(), nsk, name).cloned() {
             Some(o) => o,

@@ -7,11 +7,12 @@ use std::collections::BTreeSet;
 use serde_json::{Map, Value, json};
 
 use super::{
-    PROTOCOLS, duplicate, invalid, list_at, not_supported, one_of, port_name, port_number, required, str_at,
+    PROTOCOLS, duplicate, invalid, list_at, not_supported, one_of, port_name, port_number, required, shown,
+    str_at,
 };
 use crate::api::names;
 use crate::api::quantity::Quantity;
-use crate::api::validation::{FieldError, Path};
+use crate::api::validation::{ErrorType, FieldError, Path};
 
 pub const RESTART_POLICIES: [&str; 3] = ["Always", "OnFailure", "Never"];
 const DNS_POLICIES: [&str; 4] = ["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"];
@@ -37,12 +38,30 @@ pub fn validate_pod_spec(spec: &Value, path: &Path, errs: &mut Vec<FieldError>) 
     if containers.is_empty() {
         errs.push(required(&path.child("containers"), ""));
     }
+    let volumes: BTreeSet<&str> = list_at(spec, "volumes")
+        .iter()
+        .filter_map(|v| str_at(v, "name"))
+        .collect();
     for (i, c) in containers.iter().enumerate() {
-        validate_container(c, &path.child("containers").index(i), &mut names, errs);
+        let p = path.child("containers").index(i);
+        validate_container(c, &p, &mut names, errs);
+        validate_volume_mounts(
+            list_at(c, "volumeMounts"),
+            &volumes,
+            &p.child("volumeMounts"),
+            errs,
+        );
     }
     // Init containers' names must differ from each other and from the regular containers'.
     for (i, c) in list_at(spec, "initContainers").iter().enumerate() {
-        validate_container(c, &path.child("initContainers").index(i), &mut names, errs);
+        let p = path.child("initContainers").index(i);
+        validate_container(c, &p, &mut names, errs);
+        validate_volume_mounts(
+            list_at(c, "volumeMounts"),
+            &volumes,
+            &p.child("volumeMounts"),
+            errs,
+        );
     }
     one_of(spec, "restartPolicy", path, &RESTART_POLICIES, errs);
     one_of(spec, "dnsPolicy", path, &DNS_POLICIES, errs);
@@ -112,6 +131,42 @@ fn validate_container(c: &Value, path: &Path, names: &mut BTreeSet<String>, errs
     validate_ports(list_at(c, "ports"), &path.child("ports"), errs);
     if let Some(res) = c.get("resources") {
         validate_resources(res, &path.child("resources"), errs);
+    }
+}
+
+/// `ValidateVolumeMounts`: each mount names a volume of the pod and a mount path of its own. An empty
+/// name is both required and not found, as kube-apiserver reports it.
+fn validate_volume_mounts(
+    mounts: &[Value],
+    volumes: &BTreeSet<&str>,
+    path: &Path,
+    errs: &mut Vec<FieldError>,
+) {
+    let mut paths = BTreeSet::new();
+    for (i, m) in mounts.iter().enumerate() {
+        let mp = path.index(i);
+        let name = str_at(m, "name").unwrap_or_default();
+        if name.is_empty() {
+            errs.push(required(&mp.child("name"), ""));
+        }
+        if !volumes.contains(name) {
+            errs.push(FieldError::new(
+                &mp.child("name"),
+                ErrorType::NotFound,
+                shown(&json!(name)),
+            ));
+        }
+        let mount_path = str_at(m, "mountPath").unwrap_or_default();
+        if mount_path.is_empty() {
+            errs.push(required(&mp.child("mountPath"), ""));
+        }
+        if !paths.insert(mount_path) {
+            errs.push(invalid(
+                &mp.child("mountPath"),
+                &json!(mount_path),
+                "must be unique",
+            ));
+        }
     }
 }
 
@@ -194,7 +249,7 @@ fn validate_resources(res: &Value, path: &Path, errs: &mut Vec<FieldError>) {
 
 /// Drops what Go's semantic equality treats as unset: nulls, empty strings, zeros, `false`, and
 /// empty lists and maps.
-fn normalized(v: &Value) -> Option<Value> {
+pub(super) fn normalized(v: &Value) -> Option<Value> {
     match v {
         Value::Null => None,
         Value::Bool(false) => None,
