@@ -40,6 +40,7 @@ pub mod proxy;
 pub mod prune;
 pub mod quota;
 pub mod rbac;
+mod rbac_bootstrap;
 mod refusals;
 pub mod registry;
 pub mod review;

@@ -266,6 +266,8 @@ struct Inner {
     /// Owners whose dependents the collector is deleting now: a dependent's removal does not start
     /// another turn for them (which would recurse once per dependent).
     collecting: BTreeSet<String>,
+    /// Set while aggregated ClusterRoles are being rewritten: those writes do not start another round.
+    aggregating: bool,
 }
 
 pub struct Store {
@@ -341,6 +343,17 @@ fn priority_class_key() -> ResourceKey {
         group: "scheduling.k8s.io".into(),
         plural: "priorityclasses".into(),
     }
+}
+
+fn cluster_role_key() -> ResourceKey {
+    ResourceKey {
+        group: "rbac.authorization.k8s.io".into(),
+        plural: "clusterroles".into(),
+    }
+}
+
+fn is_cluster_role(key: &ResourceKey) -> bool {
+    key.plural == "clusterroles" && key.group == "rbac.authorization.k8s.io"
 }
 
 fn ns_key() -> ResourceKey {
@@ -514,7 +527,46 @@ impl Inner {
             (o, json)
         });
         self.emit(key, type_, obj.clone(), true, previous);
+        if is_cluster_role(key) {
+            self.aggregate_cluster_roles();
+        }
         obj
+    }
+
+    /// Brings every aggregated ClusterRole's rules up to date with the roles its selectors match
+    /// (`rbac_bootstrap`), round after round until nothing changes: a chain of aggregations takes a
+    /// round per link, and the rounds are bounded by the number of aggregated roles.
+    fn aggregate_cluster_roles(&mut self) {
+        if self.aggregating {
+            return;
+        }
+        self.aggregating = true;
+        let key = cluster_role_key();
+        let rounds = self.objects.get(&key).map_or(0, |m| {
+            m.values().filter(|r| r.get("aggregationRule").is_some()).count()
+        });
+        for _ in 0..=rounds {
+            let all: Vec<Arc<Value>> = self
+                .objects
+                .get(&key)
+                .map(|m| m.values().cloned().collect())
+                .unwrap_or_default();
+            let stale = super::rbac_bootstrap::stale(&all);
+            if stale.is_empty() {
+                break;
+            }
+            for (name, rules) in stale {
+                let Some(current) = self.lookup(&key, "", &name) else {
+                    continue;
+                };
+                let mut next = (**current).clone();
+                if let Some(m) = next.as_object_mut() {
+                    m.insert("rules".into(), Value::Array(rules));
+                }
+                self.put(&key, next, EventType::Modified);
+            }
+        }
+        self.aggregating = false;
     }
 
     /// Indexes an object loaded from the data directory (no RV, no event).
@@ -567,6 +619,9 @@ impl Inner {
         }
         self.retire(&old);
         self.emit(key, EventType::Deleted, gone.clone(), false, None);
+        if is_cluster_role(key) {
+            self.aggregate_cluster_roles();
+        }
         // An owner deleted in the foreground waits for this dependent: it may go now.
         for o in owner_uids(&old) {
             if let Some((k, n, m)) = self.by_uid.get(&o).cloned() {
@@ -835,6 +890,7 @@ impl Store {
             tx,
             durable: durable.clone(),
             collecting: BTreeSet::new(),
+            aggregating: false,
             stored_bytes: 0,
             quota_bytes: config.quota_bytes,
             over_quota: false,
@@ -857,6 +913,7 @@ impl Store {
             faults: Faults::default(),
             cluster_ips_elsewhere: Arc::new(AtomicBool::new(false)),
         };
+        store.seed_cluster_roles();
         // A real cluster starts with these namespaces.
         for ns in ["default", "kube-system", "kube-public"] {
             if store.lock().lookup(&ns_key(), "", ns).is_some() {
@@ -872,6 +929,31 @@ impl Store {
             }
         }
         store
+    }
+
+    /// The ClusterRoles kube-apiserver creates at start (`rbac_bootstrap`), each made when absent, as
+    /// its RBAC bootstrap does on every start: one a user deleted comes back, one a user changed is
+    /// kept.
+    fn seed_cluster_roles(&self) {
+        let info = super::registry::builtins()
+            .into_iter()
+            .find(|b| b.plural == "clusterroles" && b.group == "rbac.authorization.k8s.io");
+        let Some(info) = info else { return };
+        let key = cluster_role_key();
+        let mut inner = self.lock();
+        for mut role in super::rbac_bootstrap::bootstrap_roles() {
+            let name = role
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            if inner.lookup(&key, "", &name).is_some() {
+                continue;
+            }
+            if meta::prepare_create(&info, &mut role, None, meta::new_uid(), &meta::now_rfc3339()).is_ok() {
+                inner.put(&key, role, EventType::Added);
+            }
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
