@@ -129,6 +129,7 @@ pub fn pending(wl: &Workload, reason: &str, message: &str, now: jiff::Timestamp)
     // reasons when workload is deactivated", "should clear workload requeue state after
     // deactivation").
     if reason == reason::DEACTIVATED {
+        changed |= reset_cluster_nomination(&mut s);
         if !s.condition_true(condition::EVICTED) {
             changed |= set_condition(
                 &mut s.conditions,
@@ -247,8 +248,9 @@ pub fn underlying_cause(wl: &Workload, by: EvictedBy) -> String {
 /// Marks the workload evicted (Evicted=True, and Preempted=True for preemptions). The reservation
 /// stays until the job has stopped; see [`clear_reservation`]. As Kueue's `prepareForEviction`, its
 /// admission checks go back to `Pending`; evicted for a `Retry` check, it is requeued no earlier than
-/// the latest `lastTransitionTime + requeueAfterSeconds` of those checks (`requeueState.requeueAt`).
-/// `None` if already marked so.
+/// the latest `lastTransitionTime + requeueAfterSeconds` of those checks (`requeueState.requeueAt`),
+/// and its MultiKueue nomination is reset (see [`reset_cluster_nomination`]). `None` if already
+/// marked so.
 pub fn evicted(wl: &Workload, cause: &EvictionCause, now: jiff::Timestamp) -> Option<WorkloadStatus> {
     let g = wl.metadata.generation;
     let mut s = status_of(wl);
@@ -263,7 +265,8 @@ pub fn evicted(wl: &Workload, cause: &EvictionCause, now: jiff::Timestamp) -> Op
     if !s.condition_true(condition::EVICTED) {
         super::checks::reset_on_eviction(&mut s.admission_checks, now);
     }
-    let mut changed = set_condition(
+    let mut changed = reset_cluster_nomination(&mut s);
+    changed |= set_condition(
         &mut s.conditions,
         cond(
             condition::EVICTED,
@@ -282,6 +285,17 @@ pub fn evicted(wl: &Workload, cause: &EvictionCause, now: jiff::Timestamp) -> Op
     }
     super::pods_ready::reset_pods_scheduled(&mut s, cause.by.reason(), &cause.message, now);
     changed.then_some(s)
+}
+
+/// Kueue's `resetClusterNomination`, part of every eviction (`prepareForEviction`): the worker the
+/// Workload was admitted on (`clusterName`) and the workers it was offered to
+/// (`nominatedClusterNames`) are forgotten, so MultiKueue dispatches its next admission afresh.
+/// True when either was set.
+pub fn reset_cluster_nomination(s: &mut WorkloadStatus) -> bool {
+    let changed = s.cluster_name.is_some() || !s.nominated_cluster_names.is_empty();
+    s.cluster_name = None;
+    s.nominated_cluster_names.clear();
+    changed
 }
 
 /// `GrowthPreempted=True` with Kueue's preemption reason: preemption takes only this slice's
@@ -403,5 +417,74 @@ mod substance_tests {
             "insufficient unused quota for memory in flavor rf, 3 more needed (requested 5, available 2)";
         assert_ne!(substance(a), substance(other));
         assert_eq!(substance("cq-0-1 holds 1.5Gi"), "cq-#-# holds #");
+    }
+}
+
+#[cfg(test)]
+mod multikueue_nomination_tests {
+    use super::*;
+    use crate::admission::tests::{admission, t, wl};
+
+    fn evict(w: &Workload, by: EvictedBy) -> Option<WorkloadStatus> {
+        let cause = EvictionCause {
+            by,
+            message: "check rejected".into(),
+        };
+        evicted(w, &cause, t(10))
+    }
+
+    /// Kueue `test/integration/multikueue/dispatcher_test.go`, "Should run a job on worker if
+    /// admitted (ManagedBy)": once admitted on worker1 the manager's Workload has `clusterName`
+    /// worker1 and no nominations; evicted (its check rejected, so deactivated), "the workload
+    /// ClusterName and NominatedClusterNames are reset in the management cluster".
+    #[test]
+    fn eviction_forgets_the_admitting_worker() {
+        let mut w = (*wl("a", "1", "1")).clone();
+        let mut s = admitted(&w, admission("cq"), t(0));
+        s.cluster_name = Some("worker1".into());
+        w.status = Some(s);
+        let s = evict(&w, EvictedBy::Deactivated).expect("evicted");
+        assert!(s.condition_true(condition::EVICTED));
+        assert_eq!(s.cluster_name, None);
+        assert!(s.nominated_cluster_names.is_empty());
+    }
+
+    /// The same test's first step: while the copies wait on worker1 and worker2 the manager's
+    /// Workload nominates both; an eviction then forgets them too (Kueue's `prepareForEviction`
+    /// resets both fields whichever is set), and a preemption resets them as a deactivation does.
+    #[test]
+    fn eviction_forgets_the_nominated_workers() {
+        let mut w = (*wl("a", "1", "1")).clone();
+        let mut s = admitted(&w, admission("cq"), t(0));
+        s.nominated_cluster_names = vec!["worker1".into(), "worker2".into()];
+        w.status = Some(s);
+        let by = EvictedBy::Preempted(crate::queue::PreemptedReason::InClusterQueue);
+        let s = evict(&w, by).expect("evicted");
+        assert_eq!(s.cluster_name, None);
+        assert!(s.nominated_cluster_names.is_empty());
+        // Marked evicted already, the reset alone is still a change worth writing.
+        let mut again = w.clone();
+        let mut st = s.clone();
+        st.cluster_name = Some("worker2".into());
+        again.status = Some(st);
+        let s = evict(&again, by).expect("the nomination is reset");
+        assert_eq!(s.cluster_name, None);
+        // Nothing left to reset: no write.
+        again.status = Some(s);
+        assert_eq!(evict(&again, by), None);
+    }
+
+    /// Kueue's workload controller evicts a deactivated Workload that holds no quota through the
+    /// same `prepareForEviction`: its nominations go too.
+    #[test]
+    fn deactivation_without_quota_forgets_the_nominated_workers() {
+        let mut w = (*wl("a", "1", "1")).clone();
+        w.status = Some(WorkloadStatus {
+            nominated_cluster_names: vec!["worker1".into()],
+            ..Default::default()
+        });
+        let s = pending(&w, reason::DEACTIVATED, "deactivated", t(0)).expect("evicted");
+        assert!(s.condition_true(condition::EVICTED));
+        assert!(s.nominated_cluster_names.is_empty());
     }
 }

@@ -171,10 +171,22 @@ pub async fn workload(client: &Client, namespace: &str, name: &str) -> Result<St
         );
         return Ok(out);
     }
+    let checks = Api::<crate::api::kueue::AdmissionCheck>::all(client.clone())
+        .list(&Default::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    let dispatched = crate::multikueue::explain::lines(&wl, &checks);
     if let Some(a) = wl.admission().filter(|_| wl.has_quota_reservation()) {
         let _ = writeln!(out, "admitted by ClusterQueue {}", a.cluster_queue);
         out.push_str(&admitted_podsets(&wl, a));
+        for l in dispatched {
+            let _ = writeln!(out, "{l}");
+        }
         return Ok(out);
+    }
+    for l in dispatched {
+        let _ = writeln!(out, "{l}");
     }
     match record(client, namespace, name).await? {
         Some(e) => out.push_str(&render_record(&e)),

@@ -18,6 +18,7 @@
 pub mod admission_check;
 pub mod cluster;
 pub mod dispatch;
+pub mod explain;
 pub mod gc;
 pub mod workload;
 

@@ -228,8 +228,8 @@ async fn set_check(
     .await
 }
 
-/// Kueue's `resetClusterNomination`: no `clusterName`, no `nominatedClusterNames` (a write only when
-/// either is set).
+/// Kueue's `resetClusterNomination` written on its own, for a nomination no eviction reset (a write
+/// only when either field is set).
 async fn reset_nomination(client: &Client, wl: &Workload) -> Result<(), Error> {
     let st = wl.status.as_ref();
     if !st.is_some_and(|s| s.cluster_name.is_some() || !s.nominated_cluster_names.is_empty()) {
@@ -273,11 +273,6 @@ async fn reconcile(wl: Arc<Workload>, ctx: Arc<Context>) -> Result<Action, Error
     else {
         return Ok(Action::await_change());
     };
-    // Kueue's eviction resets the nomination (`resetClusterNomination`); here it is reset once the
-    // Workload no longer holds quota, so the next admission nominates afresh.
-    if !wl.has_quota_reservation() && !wl.is_finished() && wl.metadata.deletion_timestamp.is_none() {
-        reset_nomination(&ctx.client, &wl).await?;
-    }
     if acs.state == CheckState::Rejected {
         return Ok(Action::await_change());
     }
@@ -405,7 +400,6 @@ async fn reconcile_group(g: &mut Group<'_>, acs: &AdmissionCheckState) -> Result
         g.ctx.dispatcher.forget(&wl_key);
         g.remove_all_but(None).await?;
         g.adapter.release_local(&g.ctx.client, &g.key).await?;
-        reset_nomination(&g.ctx.client, local).await?;
         return Ok(Action::requeue(SYNC_POLL));
     }
     let admitting = local
@@ -490,8 +484,10 @@ async fn reconcile_group(g: &mut Group<'_>, acs: &AdmissionCheckState) -> Result
         }
         return Ok(Action::requeue(SYNC_POLL));
     }
-    // A Pending check that still names a worker no copy is admitted on, outside an eviction: the
-    // eviction's reset was not seen (the Workload was evicted and admitted again between two looks).
+    // A Pending check that still names a worker no copy is admitted on: the reservation was given
+    // back without an eviction (whose status write resets the nomination, as Kueue's
+    // `prepareForEviction`: see `crate::admission::conditions::reset_cluster_nomination`), e.g. its
+    // job was suspended, and the Workload was admitted again.
     if acs.state == CheckState::Pending && !admitting.is_empty() {
         reset_nomination(&g.ctx.client, local).await?;
         return Ok(Action::requeue(DISPATCH_POLL));

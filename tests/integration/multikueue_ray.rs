@@ -295,6 +295,66 @@ async fn deleting_a_raycluster_on_the_manager_cleans_its_worker() {
     w2.cluster.quota.assert_safe();
 }
 
+/// Kueue: test/e2e/multikueue/baseline/e2e_test.go, "Should preempt a running low-priority workload
+/// when a high-priority workload is admitted (same worker)": a Workload evicted on the manager while
+/// its job runs on a worker has its copies removed from the workers and gives its quota back. Here
+/// the eviction is a deactivation (`spec.active: false`) of a running RayCluster's Workload. The
+/// manager's RayCluster, suspended, shows the status of a suspended copy (Kueue mirrors the copy its
+/// worker suspended for `EvictedOnManagerCluster`), so its job controller sees it stopped and the
+/// quota is released; the nomination is reset with the eviction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_raycluster_evicted_on_the_manager_leaves_its_worker_and_gives_its_quota_back() {
+    let (m, w1, w2, _authz) = three_clusters("2", false).await;
+    let clusters: Api<RayCluster> = Api::namespaced(m.client.clone(), NS);
+    let mut rc = queued_ray_cluster("raycluster1", json!({}));
+    rc.spec.managed_by = Some(MULTIKUEUE_CONTROLLER_NAME.into());
+    let rc = clusters.create(&PostParams::default(), &rc).await.unwrap();
+    let wl = workload_of(&m, rc.metadata.uid.as_deref().unwrap()).await;
+    admitted_on_worker1(&m, &w1, &w2, &wl).await;
+    wait_for(&clusters, "raycluster1", "running on worker1, mirrored", |c| {
+        c.status
+            .as_ref()
+            .is_some_and(|s| s.ready_worker_replicas == Some(1))
+    })
+    .await;
+
+    m.workloads()
+        .patch(
+            &wl,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"active": false}})),
+        )
+        .await
+        .unwrap();
+    let remote_clusters: Api<RayCluster> = Api::namespaced(w1.cluster.client.clone(), NS);
+    wait_gone(&remote_clusters, "raycluster1").await;
+    wait_gone(&w1.cluster.workloads(), &wl).await;
+    let released = wait_for(&m.workloads(), &wl, "quota given back", |w| {
+        !w.has_quota_reservation()
+    })
+    .await;
+    assert_eq!(
+        condition(&released, condition::EVICTED).map(|(s, r, _)| (s, r)),
+        Some(("True".to_string(), "Deactivated".to_string()))
+    );
+    let st = released.status.unwrap();
+    assert_eq!(st.cluster_name, None);
+    assert!(st.nominated_cluster_names.is_empty());
+    let local = clusters.get("raycluster1").await.unwrap();
+    assert_eq!(local.spec.suspend, Some(true));
+    let s = local.status.unwrap();
+    assert_eq!(
+        s.state,
+        Some(quotagate::api::ray::raycluster::ClusterState::Suspended)
+    );
+    assert_eq!(s.ready_worker_replicas, Some(0));
+    assert_eq!(s.observed_generation, local.metadata.generation);
+    no_pods(&m).await;
+    m.quota.assert_safe();
+    w1.cluster.quota.assert_safe();
+    w2.cluster.quota.assert_safe();
+}
+
 /// Kueue: test/integration/multikueue/kuberay_test.go "Should forward a serveConfigV2 update to the
 /// RayService on the worker if admitted" and test/e2e/multikueue/extended/e2e_test.go "Should run a
 /// RayService on worker if admitted" (the manager's RayService unsuspended and Ready from the worker's
@@ -441,6 +501,142 @@ async fn a_rayservice_change_on_the_manager_upgrades_it_gated_on_its_worker() {
 
     inv.assert_clean();
     assert_role_used(&authz, &ray_grants());
+    m.quota.assert_safe();
+    w1.cluster.quota.assert_safe();
+    w2.cluster.quota.assert_safe();
+}
+
+/// The Workloads on the manager owned by the object of `uid`.
+async fn workloads_of(c: &Cluster, uid: &str) -> Vec<Workload> {
+    c.workloads()
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|w| w.owner_references().iter().any(|o| o.uid == uid))
+        .collect()
+}
+
+/// Issue 64's upgrade through MultiKueue, with new requests: a worker group's CPU edited on the
+/// manager. Kueue (`rayservice_controller.go` podsets from the spec, its reconciler replacing a
+/// Workload whose podsets no longer match) would make a new Workload, stopping the service and
+/// dispatching it again. Here the manager keeps the one Workload it admitted, the edit reaches
+/// worker1, and worker1's quotagate runs it as a slice of its own Workload: gated while worker1's
+/// 3 CPUs cannot hold both clusters (2 + 3), done once they can.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rayservice_resource_change_on_the_manager_keeps_one_workload_there() {
+    let (m, w1, w2, _authz) = three_clusters("3", true).await;
+    let inv = Invariants::start(w1.cluster.client.clone());
+    let services: Api<RayService> = Api::namespaced(m.client.clone(), NS);
+    let mut rs = super::gated::service("rs", "1", "2.46.0");
+    rs.spec.managed_by = Some(MULTIKUEUE_CONTROLLER_NAME.into());
+    let rs = services.create(&PostParams::default(), &rs).await.unwrap();
+    let uid = rs.metadata.uid.clone().unwrap();
+    let wl = workload_of(&m, &uid).await;
+    admitted_on_worker1(&m, &w1, &w2, &wl).await;
+    let serving = poll("Ready from the worker's status", || async {
+        services
+            .get_opt("rs")
+            .await
+            .unwrap()
+            .filter(|r| ready(r) && active(r).is_some())
+    })
+    .await;
+    let first = active(&serving).unwrap();
+
+    // The worker group's CPU from 1 to 2.
+    let mut edited = services.get("rs").await.unwrap();
+    let groups = edited
+        .spec
+        .ray_cluster_config
+        .worker_group_specs
+        .as_mut()
+        .unwrap();
+    let container = &mut groups[0].template.spec.as_mut().unwrap().containers[0];
+    let requests = container.resources.as_mut().unwrap().requests.as_mut().unwrap();
+    requests.insert(
+        "cpu".into(),
+        k8s_openapi::apimachinery::pkg::api::resource::Quantity("2".into()),
+    );
+    services
+        .replace("rs", &PostParams::default(), &edited)
+        .await
+        .unwrap();
+    let remote_services: Api<RayService> = Api::namespaced(w1.cluster.client.clone(), NS);
+    poll("the edit on worker1", || async {
+        remote_services
+            .get_opt("rs")
+            .await
+            .unwrap()
+            .filter(|r| r.spec.ray_cluster_config == edited.spec.ray_cluster_config)
+    })
+    .await;
+    let gated = poll("the pending cluster mirrored", || async {
+        services
+            .get_opt("rs")
+            .await
+            .unwrap()
+            .filter(|r| pending(r).is_some())
+    })
+    .await;
+    let p = pending(&gated).unwrap();
+    assert_eq!(active(&gated).as_deref(), Some(first.as_str()));
+    let names = |ws: Vec<Workload>| ws.iter().map(|w| w.name_any()).collect::<Vec<_>>();
+    assert_eq!(
+        names(workloads_of(&m, &uid).await),
+        vec![wl.clone()],
+        "one Workload on the manager"
+    );
+    // The worker made the slice: its copy's chain grew there, not on the manager.
+    poll("a slice on worker1", || async {
+        let ws = w1
+            .cluster
+            .workloads()
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items;
+        ws.iter()
+            .any(|w| {
+                w.annotations()
+                    .get("kueue.x-k8s.io/workload-slice-replacement-for")
+                    .is_some_and(|r| r.ends_with(&wl))
+            })
+            .then_some(())
+    })
+    .await;
+
+    w1.cluster.quota.set_cq_limit("cq", 5000);
+    let cqs: Api<ClusterQueue> = Api::all(w1.cluster.client.clone());
+    let quota = json!({"spec": {"resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [{"name": "default",
+        "resources": [{"name": "cpu", "nominalQuota": "5"}, {"name": "memory", "nominalQuota": "64Gi"}]}]}]}});
+    cqs.patch("cq", &PatchParams::default(), &Patch::Merge(&quota))
+        .await
+        .unwrap();
+    poll("the manager to report the new cluster", || async {
+        services
+            .get_opt("rs")
+            .await
+            .unwrap()
+            .filter(|r| active(r).as_deref() == Some(p.as_str()) && pending(r).is_none() && ready(r))
+    })
+    .await;
+    let after = workloads_of(&m, &uid).await;
+    assert_eq!(
+        names(after.clone()),
+        vec![wl.clone()],
+        "still one Workload on the manager"
+    );
+    assert!(
+        after[0]
+            .status
+            .as_ref()
+            .is_some_and(|s| s.condition_true(condition::ADMITTED)),
+        "the manager's Workload stays admitted"
+    );
+    no_pods(&m).await;
+    inv.assert_clean();
     m.quota.assert_safe();
     w1.cluster.quota.assert_safe();
     w2.cluster.quota.assert_safe();

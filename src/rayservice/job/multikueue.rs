@@ -24,7 +24,14 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use crate::api::conditions;
 use crate::api::kueue::multikueue::MANAGED_BY;
+use crate::api::ray::constants as rc;
+use crate::api::ray::raycluster::{ClusterState, RayClusterStatus};
+use crate::api::ray::rayjob::{JobDeploymentStatus, RayJobStatus};
+use crate::api::ray::rayservice::RayServiceStatuses;
 use crate::api::ray::{RayCluster, RayJob, RayService};
 use crate::jobframework::multikueue::{
     JobKey, MultiKueueAdapter, clone_meta_for_creation, delete_remote_job, set_multikueue_meta,
@@ -56,6 +63,12 @@ pub trait RayMultiKueueKind:
     fn spec_sync(_remote: &Self, _local: &Self) -> Vec<Value> {
         Vec::new()
     }
+    /// The status the manager's object takes once it is suspended and its copies are gone (its
+    /// Workload evicted on the manager): what the worker's operator reports for a copy it suspended,
+    /// which is what Kueue mirrors back (it deactivates the copy's Workload, `EvictedOnManagerCluster`,
+    /// the worker suspends the copy, and `SyncJob` copies that status). Here the copy is deleted
+    /// instead, so the manager writes it. `None` while not suspended, or when it says so already.
+    fn released_status(&self, now: jiff::Timestamp) -> Option<<Self as HasStatus>::Status>;
 }
 
 impl RayMultiKueueKind for RayCluster {
@@ -66,7 +79,70 @@ impl RayMultiKueueKind for RayCluster {
         self.spec.managed_by = None;
     }
     const STATUS_BY_UPDATE: bool = false;
+
+    /// The RayCluster controller's suspended status (`state: suspended`, `RayClusterSuspended=True`,
+    /// no head, no ready worker), observed at this object's generation, so the manager's job
+    /// controller sees the suspension acknowledged and gives the quota back (Kueue: `IsActive` is
+    /// `state == ready`).
+    fn released_status(&self, now: jiff::Timestamp) -> Option<RayClusterStatus> {
+        if !self.spec.is_suspended() {
+            return None;
+        }
+        let old = self.status.as_ref()?;
+        let mut s = old.clone();
+        let g = self.metadata.generation;
+        let mut conds = s.conditions.take().unwrap_or_default();
+        for (type_, status, reason, message) in [
+            (
+                rc::COND_RAY_CLUSTER_SUSPENDING,
+                false,
+                "RayClusterSuspending",
+                RELEASED,
+            ),
+            (
+                rc::COND_RAY_CLUSTER_SUSPENDED,
+                true,
+                "RayClusterSuspended",
+                RELEASED,
+            ),
+            (
+                rc::COND_RAY_CLUSTER_PROVISIONED,
+                false,
+                rc::REASON_RAY_CLUSTER_PODS_PROVISIONING,
+                "RayCluster has been suspended",
+            ),
+            (
+                rc::COND_HEAD_POD_READY,
+                false,
+                rc::REASON_HEAD_POD_NOT_FOUND,
+                "no head pod: the cluster is suspended",
+            ),
+        ] {
+            conditions::set(
+                &mut conds,
+                conditions::new(type_, status, reason, message, g, now),
+            );
+        }
+        s.conditions = Some(conds);
+        if s.state != Some(ClusterState::Suspended) {
+            s.state = Some(ClusterState::Suspended);
+            s.state_transition_times
+                .get_or_insert_with(Default::default)
+                .insert(ClusterState::Suspended, Time(now));
+        }
+        s.ready_worker_replicas = Some(0);
+        s.available_worker_replicas = Some(0);
+        if let Some(h) = s.head.as_mut() {
+            h.pod_ip = None;
+            h.pod_name = None;
+        }
+        s.observed_generation = g;
+        (s != *old).then_some(s)
+    }
 }
+
+/// What the manager's released status says happened to the copy.
+const RELEASED: &str = "all pods are deleted: the copy on the worker is removed";
 
 impl RayMultiKueueKind for RayJob {
     fn managed_by(&self) -> Option<&str> {
@@ -76,6 +152,33 @@ impl RayMultiKueueKind for RayJob {
         self.spec.managed_by = None;
     }
     const STATUS_BY_UPDATE: bool = true;
+
+    /// KubeRay's suspended RayJob: `jobDeploymentStatus: Suspended` and the run's fields cleared
+    /// (its cluster, job id, dashboard, job status, message). A finished job keeps its outcome
+    /// (KubeRay suspends no finished job), and one never started has nothing to release.
+    fn released_status(&self, _now: jiff::Timestamp) -> Option<RayJobStatus> {
+        if !self.spec.is_suspended() {
+            return None;
+        }
+        let old = self.status.as_ref()?;
+        match old.job_deployment_status {
+            None | Some(JobDeploymentStatus::Suspended) => return None,
+            Some(d) if d.is_terminal() => return None,
+            Some(_) => {}
+        }
+        Some(RayJobStatus {
+            job_deployment_status: Some(JobDeploymentStatus::Suspended),
+            ray_cluster_status: None,
+            ray_cluster_name: None,
+            dashboard_url: None,
+            job_id: None,
+            message: None,
+            reason: None,
+            ray_job_info: None,
+            job_status: None,
+            ..old.clone()
+        })
+    }
 }
 
 impl RayMultiKueueKind for RayService {
@@ -105,6 +208,49 @@ impl RayMultiKueueKind for RayService {
         }
         ops
     }
+
+    /// The RayService controller's status at `SuspendComplete`: no active or pending cluster, no
+    /// serve endpoint, `Suspended=True`, and `Ready`, `UpgradeInProgress`, `RollbackInProgress`
+    /// False, so the manager no longer shows the worker's service as serving.
+    fn released_status(&self, now: jiff::Timestamp) -> Option<RayServiceStatuses> {
+        if !self.spec.is_suspended() {
+            return None;
+        }
+        let old = self.status.as_ref()?;
+        let mut s = old.clone();
+        let g = self.metadata.generation;
+        let all_deleted = "All owned resources have been deleted.";
+        let mut conds = s.conditions.take().unwrap_or_default();
+        for (type_, status, message) in [
+            (rc::COND_SUSPENDING, false, all_deleted),
+            (rc::COND_SUSPENDED, true, all_deleted),
+            (rc::COND_READY, false, "RayService is suspended."),
+            (rc::COND_UPGRADE_IN_PROGRESS, false, "No upgrade in progress."),
+            (rc::COND_ROLLBACK_IN_PROGRESS, false, "No rollback in progress."),
+        ] {
+            let c = conditions::new(type_, status, rc::REASON_SUSPEND_COMPLETE, message, g, now);
+            conditions::set(&mut conds, c);
+        }
+        s.conditions = Some(conds);
+        s.active_service_status = None;
+        s.pending_service_status = None;
+        s.num_serve_endpoints = Some(0);
+        s.observed_generation = g;
+        (s != *old).then_some(s)
+    }
+}
+
+/// A RayService dispatched through MultiKueue keeps the manager's Workload it was admitted with
+/// while that holds quota, whatever its spec asks for afterwards: a changed `rayClusterConfig` is
+/// forwarded to the copy (see `spec_sync`), and the worker's quotagate runs the upgrade as slices of
+/// the copy's Workload against the worker's own ClusterQueue, gated there. On the manager no cluster
+/// runs, so its demand would be the spec's alone, and new requests a replacement slice: a Workload
+/// MultiKueue would dispatch on its own (to any worker) while removing the copies of the one it
+/// replaced, the serving copy among them. Kueue builds a RayService's podsets from its spec too and
+/// there a changed podset is a new Workload (the job stopped, its copy removed, dispatched again):
+/// the serving gap the forwarded upgrade exists to avoid.
+pub fn worker_accounts_changes(rs: &RayService) -> bool {
+    rs.spec.managed_by.as_deref() == Some(MANAGED_BY)
 }
 
 /// The operation that makes the optional spec field `name` of the remote equal the local one.
@@ -256,6 +402,30 @@ impl<K: RayMultiKueueKind> MultiKueueAdapter for RayAdapter<K> {
     ) -> BoxFuture<'a, Result<(), kube::Error>> {
         delete_remote_job::<K>(remote, key, origin).boxed()
     }
+
+    /// The manager's object, suspended with its copies gone, takes the status its suspended copy
+    /// would have shown (see [`RayMultiKueueKind::released_status`]).
+    fn release_local<'a>(
+        &'a self,
+        local: &'a Client,
+        key: &'a JobKey,
+    ) -> BoxFuture<'a, Result<(), kube::Error>> {
+        async move {
+            let locals = Api::<K>::namespaced(local.clone(), &key.namespace);
+            let Some(job) = locals.get_opt(&key.name).await? else {
+                return Ok(());
+            };
+            let Some(status) = job.released_status(jiff::Timestamp::now()) else {
+                return Ok(());
+            };
+            let mut released = job.clone();
+            *released.status_mut() = Some(status);
+            Self::copy_status(&locals, &job, &released).await?;
+            tracing::info!(job = %key.name, kind = %K::kind(&()), "released: the copy's suspended status is shown");
+            Ok(())
+        }
+        .boxed()
+    }
 }
 
 #[cfg(test)]
@@ -369,5 +539,154 @@ mod tests {
         let mut b = a.clone();
         b.spec.ray_version = Some("2".into());
         assert!(RayCluster::spec_sync(&a, &b).is_empty());
+    }
+
+    fn at(secs: i64) -> jiff::Timestamp {
+        jiff::Timestamp::from_second(1_800_000_000 + secs).unwrap()
+    }
+
+    /// Kueue: test/e2e/multikueue/baseline/e2e_test.go, "Should preempt a running low-priority
+    /// workload when a high-priority workload is admitted (same worker)", for a RayCluster: the copy
+    /// Kueue's worker suspends reports `state: suspended` (Kueue's RayCluster `IsActive` is
+    /// `state == ready`), which the manager mirrors. Here the manager's cluster, suspended, takes
+    /// that status itself: suspended and acknowledged at its own generation, no ready worker, no
+    /// head pod; a second release changes nothing, and an unsuspended cluster is left alone.
+    #[test]
+    fn a_released_raycluster_shows_a_suspended_copy() {
+        let mut local: RayCluster = serde_json::from_value(json!({
+            "metadata": {"name": "c", "namespace": "ns", "generation": 3},
+            "spec": {"managedBy": MANAGED_BY, "suspend": false, "headGroupSpec": {"rayStartParams": {}, "template": {}}},
+            "status": {"state": "ready", "readyWorkerReplicas": 1, "availableWorkerReplicas": 1,
+                "desiredWorkerReplicas": 1, "observedGeneration": 1,
+                "head": {"podIP": "10.0.0.2", "podName": "c-head", "serviceName": "c-head-svc"},
+                "conditions": [{"type": "HeadPodReady", "status": "True", "reason": "HeadPodRunningAndReady",
+                    "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+        }))
+        .unwrap();
+        assert_eq!(local.released_status(at(0)), None, "running: nothing to release");
+        local.spec.suspend = Some(true);
+        assert!(
+            !crate::rayservice::job::raycluster::suspension_acknowledged(&local),
+            "the mirrored status is the worker's: the manager would wait on it for ever"
+        );
+        let s = local.released_status(at(0)).expect("released");
+        assert_eq!(s.state, Some(ClusterState::Suspended));
+        assert_eq!(
+            (s.ready_worker_replicas, s.available_worker_replicas),
+            (Some(0), Some(0))
+        );
+        let head = s.head.clone().unwrap();
+        assert_eq!((head.pod_ip, head.pod_name), (None, None));
+        assert_eq!(s.observed_generation, Some(3));
+        let conds = s.conditions.as_deref();
+        assert!(conditions::is_true(conds, rc::COND_RAY_CLUSTER_SUSPENDED));
+        assert!(!conditions::is_true(conds, rc::COND_HEAD_POD_READY));
+        local.status = Some(s);
+        assert!(crate::rayservice::job::raycluster::suspension_acknowledged(
+            &local
+        ));
+        assert_eq!(local.released_status(at(5)), None, "released once");
+    }
+
+    /// The same for a RayJob: Kueue's `IsActive` is false once `jobDeploymentStatus` is
+    /// `Suspended`, which KubeRay writes for the suspended copy with the run's fields cleared; a
+    /// finished job keeps its outcome.
+    #[test]
+    fn a_released_rayjob_is_suspended_unless_finished() {
+        let mut job: RayJob = serde_json::from_value(json!({
+            "metadata": {"name": "j", "namespace": "ns"},
+            "spec": {"managedBy": MANAGED_BY, "suspend": true, "entrypoint": "x"},
+            "status": {"jobDeploymentStatus": "Running", "jobStatus": "RUNNING", "jobId": "j-1",
+                "rayClusterName": "j-abc", "dashboardURL": "j-abc-head-svc:8265", "failed": 0}
+        }))
+        .unwrap();
+        let s = job.released_status(at(0)).expect("released");
+        assert_eq!(s.job_deployment_status, Some(JobDeploymentStatus::Suspended));
+        assert_eq!(
+            (s.job_id, s.ray_cluster_name, s.dashboard_url, s.job_status),
+            (None, None, None, None)
+        );
+        assert_eq!(s.failed, Some(0), "the counts stay");
+        job.spec.suspend = Some(false);
+        assert_eq!(job.released_status(at(0)), None, "running on the manager's say");
+        job.spec.suspend = Some(true);
+        for d in ["Complete", "Failed", "Suspended"] {
+            job.status = Some(serde_json::from_value(json!({"jobDeploymentStatus": d})).unwrap());
+            assert_eq!(job.released_status(at(0)), None, "{d}");
+        }
+    }
+
+    /// The same for a RayService: the suspended copy's `SuspendComplete` status (no serving
+    /// cluster, not Ready), so the manager stops showing the worker's service as serving.
+    #[test]
+    fn a_released_rayservice_is_suspended_and_not_ready() {
+        let mut local = service("2.46.0", "a");
+        local.status = Some(
+            serde_json::from_value(json!({"serviceStatus": "Running", "numServeEndpoints": 2,
+                "activeServiceStatus": {"rayClusterName": "s-abc"},
+                "conditions": [{"type": "Ready", "status": "True", "reason": "NonZeroServeEndpoints",
+                    "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}))
+            .unwrap(),
+        );
+        let s = local.released_status(at(0)).expect("released");
+        let conds = s.conditions.as_deref();
+        assert!(!conditions::is_true(conds, rc::COND_READY));
+        assert!(conditions::is_true(conds, rc::COND_SUSPENDED));
+        assert_eq!(s.active_service_status, None);
+        assert_eq!(s.num_serve_endpoints, Some(0));
+        assert_eq!(s.observed_generation, Some(2));
+        local.status = Some(s);
+        assert_eq!(local.released_status(at(1)), None);
+        local.spec.suspend = Some(false);
+        assert_eq!(local.released_status(at(1)), None);
+    }
+
+    /// The decision behind one manager Workload per dispatched RayService. Kueue's
+    /// `rayservice_controller.go` builds a RayService's podsets from its spec, and its job reconciler
+    /// replaces a Workload whose podsets no longer match (`EquivalentToWorkload`); quotagate's own
+    /// would take the larger request as a replacement slice (`DemandChange::Grow`). A RayService
+    /// MultiKueue dispatched keeps its admitted Workload instead (the worker's slices account the
+    /// change); before admission, and for one not dispatched, the demand follows the spec as before.
+    #[test]
+    fn a_dispatched_rayservice_keeps_its_manager_workload_through_a_resource_change() {
+        use crate::jobframework::{DemandChange, GenericJob};
+        use crate::rayservice::job::rayservice::RayServiceJob;
+        let job = |rs: RayService| RayServiceJob {
+            rs,
+            children: vec![],
+            live: Default::default(),
+            slices: vec![],
+            growth_taken: None,
+        };
+        let with_worker_cpu = |cpu: &str| {
+            let mut rs = service("2.46.0", "a");
+            rs.spec.ray_cluster_config.worker_group_specs = Some(vec![
+                serde_json::from_value(
+                    json!({"groupName": "workers", "replicas": 1, "rayStartParams": {},
+                    "template": {"spec": {"containers": [{"name": "w", "image": "ray:2.46.0",
+                        "resources": {"requests": {"cpu": cpu}}}]}}}),
+                )
+                .unwrap(),
+            ]);
+            rs
+        };
+        let admitted = job(with_worker_cpu("1")).pod_sets().unwrap();
+        let edited = job(with_worker_cpu("2"));
+        let wanted = edited.pod_sets().unwrap();
+        assert_ne!(wanted, admitted);
+        assert!(worker_accounts_changes(&edited.rs));
+        assert_eq!(
+            edited.compare_demand(&wanted, &admitted, true),
+            DemandChange::Same
+        );
+        assert!(matches!(
+            edited.compare_demand(&wanted, &admitted, false),
+            DemandChange::PodSets(_)
+        ));
+        let mut local = with_worker_cpu("2");
+        local.spec.managed_by = None;
+        let local = job(local);
+        assert!(!worker_accounts_changes(&local.rs));
+        assert_eq!(local.compare_demand(&wanted, &admitted, true), DemandChange::Grow);
     }
 }

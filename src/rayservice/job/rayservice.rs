@@ -286,6 +286,9 @@ impl GenericJob for RayServiceJob {
     }
 
     fn compare_demand(&self, desired: &[PodSet], workload: &[PodSet], reserved: bool) -> DemandChange {
+        if reserved && super::multikueue::worker_accounts_changes(&self.rs) {
+            return DemandChange::Same;
+        }
         demand::compare(desired, workload, reserved)
     }
 
