@@ -56,6 +56,9 @@ mod workflows;
 #[path = "real_control_plane/leader.rs"]
 mod leader;
 
+#[path = "real_control_plane/bench.rs"]
+mod bench;
+
 mod control_plane_support;
 use control_plane_support::{ControlPlane, is_root, kubectl_path, root, skip};
 

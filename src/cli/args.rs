@@ -353,6 +353,16 @@ pub enum BenchCommand {
         /// Print the figures as JSON.
         #[arg(long)]
         json: bool,
+        /// Run against the API server this kubeconfig names (over HTTPS) instead of an embedded one:
+        /// missing CRDs are installed, the run's objects are its own (`qgb-<run>-` names, label
+        /// quotagate.io/bench-e2e-run) and deleted at the end. TAS configs run embedded only.
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+        /// With --kubeconfig: start no manager; a quotagate (or Kueue) already running against that
+        /// server admits, and the runner only drives and measures. Without it, do not point the run at
+        /// a server where one runs: two admitters would share the quota.
+        #[arg(long, requires = "kubeconfig")]
+        no_manager: bool,
     },
     /// An incremental RayService upgrade (NewClusterWithIncrementalUpgrade) under load on the embedded
     /// cluster, once per traffic policy: running-capacity (ours: traffic only to replicas RUNNING at the

@@ -152,8 +152,22 @@ pub fn main(cli: Cli) -> ExitCode {
             rangespec,
             scale,
             json,
+            kubeconfig,
+            no_manager,
         }) => run_async(async move {
-            let misses = crate::cli::bench::e2e(&config, rangespec.as_deref(), scale, json, !json)
+            use crate::cli::bench::{Ground, remote::Admitter};
+            let ground = match kubeconfig {
+                None => Ground::Embedded,
+                Some(kubeconfig) => Ground::Remote {
+                    kubeconfig,
+                    admitter: if no_manager {
+                        Admitter::AlreadyRunning
+                    } else {
+                        Admitter::InProcess
+                    },
+                },
+            };
+            let misses = crate::cli::bench::e2e(&ground, &config, rangespec.as_deref(), scale, json, !json)
                 .await
                 .map_err(anyhow::Error::msg)?;
             if misses.is_empty() {

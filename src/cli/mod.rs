@@ -63,7 +63,7 @@ pub fn client_for(config: kube::Config) -> Result<kube::Client, kube::Error> {
         .build())
 }
 
-fn with_field_manager<B>(mut req: http::Request<B>) -> http::Request<B> {
+pub(crate) fn with_field_manager<B>(mut req: http::Request<B>) -> http::Request<B> {
     use http::Method;
     if matches!(*req.method(), Method::POST | Method::PUT | Method::PATCH)
         && let Some(uri) = uri_with_field_manager(req.uri())

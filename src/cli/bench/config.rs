@@ -303,6 +303,8 @@ pub struct Plan {
     pub workloads: u64,
     /// max(last arrival + its runtime, the busiest cohort's CPU·seconds / its nominal quota), ms.
     pub lower_bound_ms: u64,
+    /// Labels on every object the run creates (a run on a shared server marks its own).
+    pub labels: BTreeMap<String, String>,
 }
 
 /// Milli-CPU of a quantity as the generator writes it ("20", "500m", 1.5).
@@ -375,6 +377,7 @@ impl Generator {
             queues: tally.queues,
             workloads: tally.workloads,
             lower_bound_ms: tally.arrival_bound.max(work_bound),
+            labels: BTreeMap::new(),
         })
     }
 }

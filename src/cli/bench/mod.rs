@@ -1,6 +1,6 @@
 //! `quotagate bench e2e`: Kueue's scheduler performance runner, end to end through the API. A generator
 //! config (Kueue's format; `baseline`, `large-scale` and `ci` ship with quotagate) is driven against the
-//! embedded API server and the real manager; the figures are printed beside Kueue's published ones and
+//! embedded API server, or any API server a kubeconfig names (`remote`), and the real manager; the figures are printed beside Kueue's published ones and
 //! the physical lower bound, and checked against a rangespec.
 //!
 //! `quotagate bench incremental`: an incremental RayService upgrade under load, once per traffic
@@ -9,14 +9,28 @@
 pub mod config;
 pub mod incremental;
 pub mod incremental_real;
+pub mod remote;
 pub mod report;
 pub mod runner;
 
 use std::path::Path;
 
-/// Runs `config` (a shipped name or a file) at `scale`; prints the table (or JSON) on stdout. Returns
-/// the rangespec misses (empty: passed, or no rangespec to check).
+/// The API server a run drives.
+#[derive(Clone, Debug)]
+pub enum Ground {
+    /// An embedded server of the run's own, the manager in this process.
+    Embedded,
+    /// The server a kubeconfig names (see [`remote`]).
+    Remote {
+        kubeconfig: std::path::PathBuf,
+        admitter: remote::Admitter,
+    },
+}
+
+/// Runs `config` (a shipped name or a file) at `scale` on `ground`; prints the table (or JSON) on
+/// stdout. Returns the rangespec misses (empty: passed, or no rangespec to check).
 pub async fn e2e(
+    ground: &Ground,
     config: &str,
     rangespec: Option<&Path>,
     scale: f64,
@@ -37,7 +51,12 @@ pub async fn e2e(
     };
     let spec = spec.map(|s| config::RangeSpec::parse(&s)).transpose()?;
     let plan = config::Generator::parse(&generator)?.plan(scale)?;
-    let m = runner::run(&plan, progress).await?;
+    let m = match ground {
+        Ground::Embedded => runner::run(&plan, progress).await?,
+        Ground::Remote { kubeconfig, admitter } => {
+            remote::run(&plan, kubeconfig, *admitter, progress).await?
+        }
+    };
     let name = Path::new(config)
         .file_stem()
         .and_then(|s| s.to_str())

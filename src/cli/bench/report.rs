@@ -98,6 +98,8 @@ pub fn to_json(name: &str, scale: f64, plan: &Plan, m: &Measured) -> Value {
     json!({
         "config": name,
         "scale": scale,
+        "ground": m.ground,
+        "process": m.process,
         "workloads": m.workloads,
         "clusterQueues": plan.queues.len(),
         "lowerBoundMs": plan.lower_bound_ms,
@@ -132,11 +134,12 @@ pub fn to_text(v: &Value) -> String {
     let k = &v["kueuePublished"];
     let mut out = String::new();
     out.push_str(&format!(
-        "quotagate bench e2e: {} at scale {} ({} workloads, {} ClusterQueues), lower bound {:.1} s\n\n",
+        "quotagate bench e2e: {} at scale {} ({} workloads, {} ClusterQueues) on {}, lower bound {:.1} s\n\n",
         v["config"].as_str().unwrap_or("?"),
         f("scale"),
         f("workloads"),
         f("clusterQueues"),
+        v["ground"].as_str().unwrap_or("?"),
         f("lowerBoundMs") / 1000.0
     ));
     out.push_str(&format!(
@@ -208,7 +211,8 @@ pub fn to_text(v: &Value) -> String {
         }
     }
     out.push_str(&format!(
-        "\nprocess (API server + controllers + runner): {} ms CPU ({} mCPU avg), max RSS {} MiB\n",
+        "\nprocess ({}): {} ms CPU ({} mCPU avg), max RSS {} MiB\n",
+        v["process"].as_str().unwrap_or("?"),
         v["cpuMs"],
         v["avgMilliCpu"],
         v["maxRssKiB"]

@@ -1,5 +1,5 @@
-//! Drives a generator config through the embedded API server and the real manager (what `quotagate run
-//! --embedded` runs, admission only), as Kueue's runner drives minimalkueue: the queues first, then each
+//! Drives a generator config through the embedded API server (or, from `remote`, any API server) and
+//! the real manager (what `quotagate run --embedded` runs, admission only), as Kueue's runner drives minimalkueue: the queues first, then each
 //! workload set on its own schedule; a workload is marked Finished its runtime after it was admitted.
 //! A TAS config first gets its Nodes (Ready, with the levels' labels and capacity), its Topology and a
 //! flavor naming it, as Kueue's topology generator makes them. Everything the run measures is taken
@@ -74,6 +74,9 @@ pub struct Measured {
     /// topology the run made.
     pub tas_nodes: u64,
     pub placements: BTreeMap<String, PlacementTally>,
+    /// The API server the run drove ("embedded" or its URL) and what this process held.
+    pub ground: String,
+    pub process: String,
 }
 
 /// What a TAS class's admissions looked like, read from each admission's `topologyAssignment`.
@@ -108,22 +111,29 @@ fn counting_client(
     by: Arc<Mutex<BTreeMap<String, u64>>>,
 ) -> Client {
     let svc = tower::ServiceBuilder::new()
-        .map_request(move |r: http::Request<kube::client::Body>| {
-            let segs: Vec<&str> = r.uri().path().split('/').filter(|s| !s.is_empty()).collect();
-            let plural = plural_of(&segs).unwrap_or("?");
-            let status = if segs.last() == Some(&"status") {
-                "/status"
-            } else {
-                ""
-            };
-            let key = format!("{} {plural}{status}", r.method());
-            if let Ok(mut m) = by.lock() {
-                *m.entry(key).or_default() += 1;
-            }
-            r
-        })
+        .map_request(counter(by))
         .service(server.router());
     Client::new(svc, "default")
+}
+
+/// Counts each request in `by` under its verb and resource ("PUT workloads/status").
+pub(super) fn counter<B>(
+    by: Arc<Mutex<BTreeMap<String, u64>>>,
+) -> impl Fn(http::Request<B>) -> http::Request<B> + Clone {
+    move |r: http::Request<B>| {
+        let segs: Vec<&str> = r.uri().path().split('/').filter(|s| !s.is_empty()).collect();
+        let plural = plural_of(&segs).unwrap_or("?");
+        let status = if segs.last() == Some(&"status") {
+            "/status"
+        } else {
+            ""
+        };
+        let key = format!("{} {plural}{status}", r.method());
+        if let Ok(mut m) = by.lock() {
+            *m.entry(key).or_default() += 1;
+        }
+        r
+    }
 }
 
 /// The resource plural of an API path (`/apis/g/v/namespaces/ns/plural/name`, `/api/v1/plural`).
@@ -168,6 +178,11 @@ async fn create_queues(client: &Client, plan: &Plan) -> Result<(), String> {
             .build(),
         None => ResourceFlavor::build(&plan.flavor).build(),
     };
+    let mut rf = rf;
+    rf.metadata
+        .labels
+        .get_or_insert_default()
+        .extend(plan.labels.clone());
     Api::<ResourceFlavor>::all(client.clone())
         .create(&pp, &rf)
         .await
@@ -187,8 +202,14 @@ async fn create_queues(client: &Client, plan: &Plan) -> Result<(), String> {
                 ..Default::default()
             })
             .build();
+        let mut cq = cq;
+        cq.metadata
+            .labels
+            .get_or_insert_default()
+            .extend(plan.labels.clone());
         let mut ns = Namespace::default();
         ns.metadata.name = Some(q.name.clone());
+        ns.metadata.labels = Some(plan.labels.clone());
         Api::<Namespace>::all(client.clone())
             .create(&pp, &ns)
             .await
@@ -197,7 +218,11 @@ async fn create_queues(client: &Client, plan: &Plan) -> Result<(), String> {
             .create(&pp, &cq)
             .await
             .map_err(|e| format!("creating ClusterQueue {}: {e}", q.name))?;
-        let lq = LocalQueue::build(&q.name, &q.name).cluster_queue(&q.name).build();
+        let mut lq = LocalQueue::build(&q.name, &q.name).cluster_queue(&q.name).build();
+        lq.metadata
+            .labels
+            .get_or_insert_default()
+            .extend(plan.labels.clone());
         Api::<LocalQueue>::namespaced(client.clone(), &q.name)
             .create(&pp, &lq)
             .await
@@ -401,6 +426,10 @@ async fn create_set(
                 .label(CLASS_LABEL, &w.class_name)
                 .podset("main", pods as i32, [("cpu", cpu.as_str())])
                 .build();
+            wl.metadata
+                .labels
+                .get_or_insert_default()
+                .extend(plan.labels.clone());
             if plan.tas.is_some()
                 && let Some(ps) = wl.spec.pod_sets.first_mut()
             {
@@ -477,29 +506,67 @@ fn bench_server() -> Arc<crate::embedded::EmbeddedServer> {
     )
 }
 
-/// Runs `plan` to the last finish. `progress` draws a line on stderr (only on a terminal).
+/// Runs `plan` to the last finish on an embedded server of its own, the manager in this process.
+/// `progress` draws a line on stderr (only on a terminal).
 pub async fn run(plan: &Plan, progress: bool) -> Result<Measured, String> {
     let server = bench_server();
     let by = Arc::new(Mutex::new(BTreeMap::new()));
     let client = counting_client(&server, by.clone());
-    let cancel = CancellationToken::new();
-    let _stop = cancel.clone().drop_guard();
-    let stats = crate::admission::CycleStats::default();
-    let opts = ManagerOptions {
-        leader_election: false,
-        cycle_stats: stats.clone(),
-        ..ManagerOptions::default()
-    };
-    let c = cancel.clone();
-    let manager = tokio::spawn(run_manager(
-        client.clone(),
-        opts,
-        async move { c.cancelled().await },
-    ));
-    if let Some(t) = &plan.tas {
-        create_topology(&client, t).await?;
+    let manager = Manager::start(&client);
+    let m = drive(&client, plan, &by, Some(&manager), progress).await;
+    manager.stop().await;
+    let mut m = m?;
+    m.ground = "embedded".into();
+    m.process = "API server + controllers + runner".into();
+    Ok(m)
+}
+
+/// The manager `quotagate run` runs (admission only, no leader election), in this process.
+pub(super) struct Manager {
+    cancel: CancellationToken,
+    stats: crate::admission::CycleStats,
+    task: tokio::task::JoinHandle<Result<(), crate::wiring::manager::ManagerError>>,
+}
+
+impl Manager {
+    pub(super) fn start(client: &Client) -> Manager {
+        let cancel = CancellationToken::new();
+        let stats = crate::admission::CycleStats::default();
+        let opts = ManagerOptions {
+            leader_election: false,
+            cycle_stats: stats.clone(),
+            ..ManagerOptions::default()
+        };
+        let c = cancel.clone();
+        let task = tokio::spawn(run_manager(
+            client.clone(),
+            opts,
+            async move { c.cancelled().await },
+        ));
+        Manager { cancel, stats, task }
     }
-    create_queues(&client, plan).await?;
+
+    pub(super) async fn stop(self) {
+        self.cancel.cancel();
+        let _ = self.task.await;
+    }
+}
+
+/// Creates `plan`'s queues through `client` and runs it to the last finish, measuring; `manager`, when
+/// it runs in this process, for its admission loop's figures and to stop if it stops. `by` counts
+/// `client`'s requests.
+pub(super) async fn drive(
+    client: &Client,
+    plan: &Plan,
+    by: &Arc<Mutex<BTreeMap<String, u64>>>,
+    manager: Option<&Manager>,
+    progress: bool,
+) -> Result<Measured, String> {
+    let stats = manager.map(|m| m.stats.clone()).unwrap_or_default();
+    if let Some(t) = &plan.tas {
+        create_topology(client, t).await?;
+    }
+    create_queues(client, plan).await?;
     let (cpu0, _) = cpu_and_rss();
     let loop0 = stats.figures();
     let requests0: u64 = by.lock().map_err(|_| "poisoned")?.values().sum();
@@ -516,7 +583,7 @@ pub async fn run(plan: &Plan, progress: bool) -> Result<Measured, String> {
     let watch = watch_workloads(client.clone(), plan, tally.clone());
     let t0 = Instant::now();
     let tty = progress && std::io::stderr().is_terminal();
-    let outcome = create_and_wait(&client, plan, &tally, t0, tty, &manager).await;
+    let outcome = create_and_wait(client, plan, &tally, t0, tty, manager.map(|m| &m.task)).await;
     if tty {
         eprintln!();
     }
@@ -571,8 +638,6 @@ pub async fn run(plan: &Plan, progress: bool) -> Result<Measured, String> {
         }
         m
     };
-    cancel.cancel();
-    let _ = manager.await;
     Ok(m)
 }
 
@@ -686,7 +751,7 @@ async fn create_and_wait<T>(
     tally: &Tally,
     t0: Instant,
     tty: bool,
-    manager: &tokio::task::JoinHandle<T>,
+    manager: Option<&tokio::task::JoinHandle<T>>,
 ) -> Result<(), String> {
     let Tally {
         records,
@@ -742,7 +807,7 @@ async fn create_and_wait<T>(
                 STALL.as_secs()
             ));
         }
-        if manager.is_finished() {
+        if manager.is_some_and(|m| m.is_finished()) {
             break Err("the manager stopped during the run".into());
         }
     }
