@@ -12,7 +12,9 @@ use super::amount::FrAmounts;
 use super::fair_sharing::{Drs, compare, drs};
 use super::growth_first::growth;
 use super::model::FairPreemptionStrategy;
-use super::preemption::{Candidate, PreemptedReason, Preemptor, Target, any_candidate, order, workload_fits};
+use super::preemption::{
+    Candidate, PreemptedReason, Preemptor, Target, any_candidate, order, topology_fits, workload_fits,
+};
 use super::simulate::Without;
 use super::tree::{NodeKind, QuotaTree};
 
@@ -174,16 +176,18 @@ fn shares(tree: &QuotaTree, o: &TargetOrdering<'_, '_>, target: usize) -> (Drs, 
     (drs(tree, p, None), drs(tree, t, None), t)
 }
 
-/// The preemptor fits once its own (simulated) usage is taken out again.
-fn fits(sim: &mut Without<'_, '_>, p: &Preemptor<'_>) -> bool {
+type Chosen<'c, 'a> = Vec<(&'c Candidate<'a>, PreemptedReason)>;
+
+/// The preemptor fits once its own (simulated) usage is taken out again, and its topology has
+/// room with the `chosen` victims gone (Kueue's `workloadFitsForFairSharing`). `whole`: the victims
+/// are whole workloads; a growth taken frees no known domain, so then none counts as gone.
+fn fits(sim: &mut Without<'_, '_>, p: &Preemptor<'_>, chosen: &Chosen<'_, '_>, whole: bool) -> bool {
     let tree = sim.tree_mut();
     tree.remove_all(p.cq_idx, p.usage);
     let ok = workload_fits(tree, p, true);
     tree.add_all(p.cq_idx, p.usage);
-    ok
+    ok && topology_fits(p, chosen.iter().filter(|_| whole).map(|(c, _)| c.key))
 }
-
-type Chosen<'c, 'a> = Vec<(&'c Candidate<'a>, PreemptedReason)>;
 
 /// Rule S2 with the first strategy; returns whether the preemptor fits, and the candidates the
 /// strategy refused, for the second (`runFirstFsStrategy`).
@@ -193,6 +197,7 @@ fn first_strategy<'c, 'a: 'c>(
     cands: &'c [Candidate<'a>],
     strategy: FairPreemptionStrategy,
     chosen: &mut Chosen<'c, 'a>,
+    whole: bool,
 ) -> (bool, Vec<&'c Candidate<'a>>) {
     let mut o = TargetOrdering::new(sim, p.cq_idx, cands);
     let mut retry = Vec::new();
@@ -209,7 +214,7 @@ fn first_strategy<'c, 'a: 'c>(
                 PreemptedReason::InCohortReclamation
             };
             chosen.push((c, why));
-            if fits(sim, p) {
+            if fits(sim, p, chosen, whole) {
                 return (true, retry);
             }
             continue;
@@ -233,7 +238,7 @@ fn first_strategy<'c, 'a: 'c>(
             if allows(strategy, &preemptor_new, &target_old, &target_new) {
                 sim.remove(c.cq_idx, c.usage);
                 chosen.push((c, PreemptedReason::InCohortFairSharing));
-                if fits(sim, p) {
+                if fits(sim, p, chosen, whole) {
                     return (true, retry);
                 }
                 // Shares changed: the next ClusterQueue may be another one.
@@ -252,6 +257,7 @@ fn second_strategy<'c, 'a: 'c>(
     p: &Preemptor<'_>,
     retry: Vec<&'c Candidate<'a>>,
     chosen: &mut Chosen<'c, 'a>,
+    whole: bool,
 ) -> bool {
     let mut o = TargetOrdering::new(sim, p.cq_idx, retry);
     while let Some(target) = o.next(sim) {
@@ -261,7 +267,7 @@ fn second_strategy<'c, 'a: 'c>(
         {
             sim.remove(c.cq_idx, c.usage);
             chosen.push((c, PreemptedReason::InCohortFairSharing));
-            if fits(sim, p) {
+            if fits(sim, p, chosen, whole) {
                 return true;
             }
         }
@@ -331,20 +337,28 @@ fn search(
     let mut chosen: Chosen<'_, '_> = Vec::new();
     // Every share below counts the incoming workload.
     sim.tree_mut().add_all(p.cq_idx, p.usage);
-    let (mut ok, retry) = first_strategy(&mut sim, p, &cands, first, &mut chosen);
+    let whole = !growth_only;
+    let (mut ok, retry) = first_strategy(&mut sim, p, &cands, first, &mut chosen, whole);
     if !ok && strategies.len() > 1 {
-        ok = second_strategy(&mut sim, p, retry, &mut chosen);
+        ok = second_strategy(&mut sim, p, retry, &mut chosen, whole);
     }
     sim.tree_mut().remove_all(p.cq_idx, p.usage);
     if !ok {
         return Vec::new();
     }
-    // Put back, most recent first except the last, whatever is not needed.
+    // Put back, most recent first except the last, whatever neither the quota nor the topology
+    // needs (Kueue's `fillBackWorkloads`).
     let mut keep = vec![true; chosen.len()];
     for i in (0..chosen.len().saturating_sub(1)).rev() {
         let c = chosen[i].0;
         sim.put_back(c.cq_idx, c.usage);
-        if workload_fits(&sim, p, true) {
+        let gone = chosen
+            .iter()
+            .zip(&keep)
+            .enumerate()
+            .filter(|(j, (_, out))| whole && **out && *j != i)
+            .map(|(_, ((c, _), _))| c.key);
+        if workload_fits(&sim, p, true) && topology_fits(p, gone) {
             keep[i] = false;
         } else {
             sim.remove(c.cq_idx, c.usage);

@@ -59,12 +59,15 @@ enum Part {
 
 /// The victims that make the preemptor fit, as (candidate index, growth only), in the candidates'
 /// order, or empty. `valid(tree, i)`: candidate `i` may still be taken on the tree as the search
-/// has changed it; `fits(tree)`: the preemptor fits. The tree is left as it was found.
+/// has changed it; `fits(tree, whole)`: the preemptor fits with the candidates `whole` out
+/// entirely. A candidate with only its growth out is not among them: a check that needs whole
+/// workloads gone (the topology's: which pods a shrink deletes is not known) counts it as still
+/// there. The tree is left as it was found.
 pub(super) fn minimal(
     tree: &mut QuotaTree,
     candidates: &[Piece<'_>],
     valid: impl Fn(&QuotaTree, usize) -> bool,
-    fits: impl Fn(&QuotaTree) -> bool,
+    fits: impl Fn(&QuotaTree, &[usize]) -> bool,
 ) -> Vec<(usize, bool)> {
     // Owned before the guard below, which borrows them.
     let growths: Vec<Option<FrAmounts>> = candidates.iter().map(|c| growth(c.usage, c.floor)).collect();
@@ -99,7 +102,12 @@ pub(super) fn minimal(
             growth_out[i] = true;
         }
         removed.push((i, part, maps));
-        if fits(&sim) {
+        let whole: Vec<usize> = removed
+            .iter()
+            .filter(|(_, part, _)| *part == Part::Rest)
+            .map(|(i, _, _)| *i)
+            .collect();
+        if fits(&sim, &whole) {
             fit = true;
             break;
         }
@@ -121,7 +129,15 @@ pub(super) fn minimal(
         for m in maps {
             sim.put_back(candidates[*i].cq_idx, m);
         }
-        if fits(&sim) {
+        // Out whole: every rest still out but this piece's.
+        let whole: Vec<usize> = removed
+            .iter()
+            .zip(&keep)
+            .enumerate()
+            .filter(|(j, ((_, p, _), out))| **out && *j != k && *p == Part::Rest)
+            .map(|(_, ((i, _, _), _))| *i)
+            .collect();
+        if fits(&sim, &whole) {
             keep[k] = false;
         } else {
             for m in maps {

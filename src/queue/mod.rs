@@ -77,6 +77,8 @@ mod preemption_tests;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]
+mod tas_preemption_tests;
+#[cfg(test)]
 mod tests;
 
 pub use amount::{Amount, FlavorResource, FrAmounts};

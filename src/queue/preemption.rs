@@ -327,6 +327,16 @@ pub(super) fn workload_fits(tree: &QuotaTree, p: &Preemptor<'_>, allow_borrowing
     })
 }
 
+/// Whether the preemptor's TAS podsets find room in their topologies with the workloads `gone`
+/// out (Kueue's `workloadFits` ends with `FindTopologyAssignmentsForWorkload`, in every search);
+/// true when it has none.
+pub(super) fn topology_fits<'k>(p: &Preemptor<'_>, gone: impl Iterator<Item = &'k WorkloadKey>) -> bool {
+    p.tas_fits.is_none_or(|tas| {
+        let keys: Vec<&WorkloadKey> = gone.collect();
+        tas(&keys)
+    })
+}
+
 /// The victims to evict so the preemptor fits, or empty when no set of candidates makes it fit.
 /// Kueue's `classicalPreemptions`: one or two runs over the ordered candidates, with and without
 /// the preemptor borrowing. The tree is left as it was found.
@@ -374,11 +384,16 @@ fn search(
                     floor: e.c.floor,
                 })
                 .collect();
+            // Only candidates out whole free their topology domains (a growth taken shrinks a
+            // workload, but which of its pods go is not known here).
             let chosen = growth_first_minimal(
                 tree,
                 &pieces,
                 |t, i| still_valid(t, p, &candidates[i], allow_borrowing),
-                |t| workload_fits(t, p, allow_borrowing),
+                |t, whole| {
+                    workload_fits(t, p, allow_borrowing)
+                        && topology_fits(p, whole.iter().map(|&i| candidates[i].c.key))
+                },
             );
             if !chosen.is_empty() {
                 return chosen
@@ -441,11 +456,7 @@ fn minimal<'a>(
 ) -> Vec<Elem<'a>> {
     // With TAS podsets, the topology must have room too with the chosen workloads gone.
     let fits = |sim: &QuotaTree, gone: &[&Elem<'a>]| {
-        workload_fits(sim, p, allow_borrowing)
-            && p.tas_fits.is_none_or(|tas| {
-                let keys: Vec<&WorkloadKey> = gone.iter().map(|e| e.c.key).collect();
-                tas(&keys)
-            })
+        workload_fits(sim, p, allow_borrowing) && topology_fits(p, gone.iter().map(|e| e.c.key))
     };
     // Every removal below is undone when `sim` drops, on every return path.
     let mut sim = tree.without();
