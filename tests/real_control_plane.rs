@@ -58,6 +58,8 @@ mod leader;
 
 #[path = "real_control_plane/bench.rs"]
 mod bench;
+#[path = "real_control_plane/done_when.rs"]
+mod done_when;
 
 mod control_plane_support;
 use control_plane_support::{ControlPlane, is_root, kubectl_path, root, skip};
@@ -392,7 +394,14 @@ fn install_a_batch_job_and_the_gated_upgrade_on_a_real_control_plane() {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_quotagate"));
     cmd.args(["node-agent", "--kubeconfig"])
         .arg(&cp.kubeconfig)
-        .args(["--nodes", "2", "--capacity", "cpu=4,memory=16Gi,pods=20"]);
+        .args([
+            "--runtime",
+            "sim",
+            "--nodes",
+            "2",
+            "--capacity",
+            "cpu=4,memory=16Gi,pods=20",
+        ]);
     let agent = spawn_logged(cmd, dir.join("node-agent.log"));
     let nodes = k.wait_for(
         &["get", "nodes"],

@@ -509,6 +509,14 @@ pub struct RuntimeArgs {
     pub ray_venv: PathBuf,
 }
 
+/// `quotagate node-agent --runtime`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AgentRuntime {
+    Auto,
+    Sim,
+    Process,
+}
+
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PodRuntime {
     Sim,
@@ -700,13 +708,16 @@ pub struct NodeAgentArgs {
     /// How long a bound pod takes to become Running and Ready.
     #[arg(long, default_value = "500ms", value_parser = parse_duration)]
     pub pod_start_delay: Duration,
-    /// How bound pods run: `sim` (simulated: Running and Ready, nothing executes) or `process`:
-    /// quotagate's own image (the shipped Deployment) as this machine's `quotagate` binary and
-    /// `rayproject/ray` as real Ray, each pod in a network namespace with an address the API server
-    /// reaches, the in-cluster environment and its ServiceAccount's token (root and iproute2; see
-    /// docs/install.md); other pods stay simulated.
-    #[arg(long, value_enum, default_value = "sim")]
-    pub runtime: PodRuntime,
+    /// How bound pods run. `auto` (the default): quotagate's own image (the shipped Deployment) runs
+    /// as this machine's `quotagate` binary, each pod in a network namespace with an address the API
+    /// server reaches, the in-cluster environment and its ServiceAccount's token; every other pod is
+    /// simulated (Running and Ready, nothing executes), Ray heads with the Ray dashboard simulator
+    /// served at their pod address, so an in-cluster manager reaches their dashboards; needs root and
+    /// iproute2 (see docs/install.md): without them it says why and simulates every pod. `sim`: every
+    /// pod simulated, quotagate's own image left waiting (`ImageNotSimulated`). `process`: as `auto`,
+    /// and `rayproject/ray` as real Ray from --ray-venv.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub runtime: AgentRuntime,
     /// With --runtime process: the venv with Ray Serve (scripts/install-ray.sh); without one, only
     /// Ray containers fail.
     #[arg(long, default_value = ".venv-ray")]

@@ -17,7 +17,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::{Stopped, is_root, kubectl_on_a_control_plane, quotagate, skip, spawn_logged, wait_until};
+use super::{
+    Kubectl, Stopped, is_root, kubectl_on_a_control_plane, quotagate, skip, spawn_logged, wait_until,
+};
 
 #[test]
 fn install_with_webhooks_through_the_service_and_the_manager_in_cluster() {
@@ -170,6 +172,39 @@ fn install_with_webhooks_through_the_service_and_the_manager_in_cluster() {
         );
     }
 
+    negative_quota_refused(&k);
+
+    // The mutating webhook: a queue-labelled Job, created without `suspend`, is stored suspended.
+    let job = r#"{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"queued","namespace":"default",
+        "labels":{"kueue.x-k8s.io/queue-name":"user-queue"}},"spec":{"template":{"spec":{
+        "restartPolicy":"Never","containers":[{"name":"c","image":"busybox","command":["sleep","1"]}]}}}}"#;
+    let created = k.ok(&["create", "-f", "-", "-o", "json"], Some(job));
+    let created: Value = serde_json::from_str(&created).expect("the created Job");
+    assert_eq!(created["spec"]["suspend"], true, "{created}");
+    println!("Job created with spec.suspend: {}", created["spec"]["suspend"]);
+    // No queue `user-queue` exists, so it stays unadmitted: the real Job controller makes no pod.
+    std::thread::sleep(Duration::from_secs(5));
+    let pods = k.json(&["get", "pods", "-n", "default"]).expect("pods");
+    assert_eq!(
+        pods["items"].as_array().map_or(0, Vec::len),
+        0,
+        "pods before admission: {pods}"
+    );
+    let job = k
+        .json(&["get", "job", "queued", "-n", "default"])
+        .expect("the Job");
+    assert_eq!(job["spec"]["suspend"], true, "{job}");
+    assert!(job["status"]["active"].is_null(), "{job}");
+
+    // The agent saw nothing it could not run.
+    let log = agent.log();
+    assert!(!log.contains("cannot start"), "{log}");
+    println!("install test done in {:?}", started.elapsed());
+}
+
+/// The validating webhook, called through the Service, refuses a ClusterQueue with `nominalQuota:
+/// "-3"` with Kueue's message (returned).
+pub(super) fn negative_quota_refused(k: &Kubectl) -> String {
     // The validating webhook, called through the Service: Kueue's refusal. A freshly written caBundle
     // can take a moment to reach the API server's webhook clients, so a call failing to reach the
     // webhook is tried again; a refusal is final.
@@ -199,31 +234,5 @@ fn install_with_webhooks_through_the_service_and_the_manager_in_cluster() {
         ),
         "{refusal}"
     );
-
-    // The mutating webhook: a queue-labelled Job, created without `suspend`, is stored suspended.
-    let job = r#"{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"queued","namespace":"default",
-        "labels":{"kueue.x-k8s.io/queue-name":"user-queue"}},"spec":{"template":{"spec":{
-        "restartPolicy":"Never","containers":[{"name":"c","image":"busybox","command":["sleep","1"]}]}}}}"#;
-    let created = k.ok(&["create", "-f", "-", "-o", "json"], Some(job));
-    let created: Value = serde_json::from_str(&created).expect("the created Job");
-    assert_eq!(created["spec"]["suspend"], true, "{created}");
-    println!("Job created with spec.suspend: {}", created["spec"]["suspend"]);
-    // No queue `user-queue` exists, so it stays unadmitted: the real Job controller makes no pod.
-    std::thread::sleep(Duration::from_secs(5));
-    let pods = k.json(&["get", "pods", "-n", "default"]).expect("pods");
-    assert_eq!(
-        pods["items"].as_array().map_or(0, Vec::len),
-        0,
-        "pods before admission: {pods}"
-    );
-    let job = k
-        .json(&["get", "job", "queued", "-n", "default"])
-        .expect("the Job");
-    assert_eq!(job["spec"]["suspend"], true, "{job}");
-    assert!(job["status"]["active"].is_null(), "{job}");
-
-    // The agent saw nothing it could not run.
-    let log = agent.log();
-    assert!(!log.contains("cannot start"), "{log}");
-    println!("install test done in {:?}", started.elapsed());
+    refusal
 }

@@ -56,6 +56,8 @@ pub(super) fn manager_and_ray_agents(kubeconfig: &Path, dir: &Path) -> (Stopped,
     let agent = Stopped(spawn_logged(cmd, dir.join("node-agent.log")));
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_quotagate"));
     cmd.args(["node-agent", "--kubeconfig"]).arg(kubeconfig).args([
+        "--runtime",
+        "sim",
         "--nodes",
         "2",
         "--capacity",

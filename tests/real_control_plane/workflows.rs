@@ -75,7 +75,7 @@ impl Ground {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_quotagate"));
         cmd.args(["node-agent", "--kubeconfig"])
             .arg(&cp.kubeconfig)
-            .args(["--nodes", "2", "--capacity", capacity]);
+            .args(["--runtime", "sim", "--nodes", "2", "--capacity", capacity]);
         let agent = spawn_logged(cmd, dir.join("node-agent.log"));
         let rt = watcher_runtime();
         let mut g = Ground {

@@ -44,6 +44,18 @@ pub struct NodeAgentConfig {
     /// and this agent runs the pods bound to them. Empty (the default): no Node objects, every pod bound
     /// to `node_name` at once, quota the only limit.
     pub nodes: Vec<(String, super::nodes::NodePool)>,
+    /// Reachable addresses for some simulated pods (`quotagate node-agent`'s simulated Ray heads,
+    /// whose dashboards it serves there); `None`: every simulated pod gets an address of its own that
+    /// reaches nothing.
+    pub addresses: Option<Arc<dyn PodAddresses>>,
+}
+
+/// Lends simulated pods addresses where something answers for them.
+pub trait PodAddresses: Send + Sync + std::fmt::Debug {
+    /// The address `pod` runs at, when this serves it (the same one for every call until released).
+    fn address(&self, pod: &Pod) -> Option<String>;
+    /// `pod` (by UID) is gone: stop serving it, free its address.
+    fn release(&self, uid: &str);
 }
 
 impl Default for NodeAgentConfig {
@@ -56,6 +68,7 @@ impl Default for NodeAgentConfig {
             kubelet_of: None,
             images_not_run: Vec::new(),
             nodes: Vec::new(),
+            addresses: None,
         }
     }
 }
@@ -399,6 +412,9 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, SimError> {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(&uid);
+            if let Some(a) = &ctx.cfg.addresses {
+                a.release(&uid);
+            }
             match api
                 .delete(
                     &name,
@@ -423,7 +439,13 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, SimError> {
             .await?;
             Ok(Action::await_change())
         }
-        PodAction::SetStatus(status) => {
+        PodAction::SetStatus(mut status) => {
+            if status["phase"] == "Running"
+                && let Some(ip) = ctx.cfg.addresses.as_ref().and_then(|a| a.address(&pod))
+            {
+                status["podIP"] = json!(ip);
+                status["podIPs"] = json!([{"ip": ip}]);
+            }
             if pod
                 .spec
                 .as_ref()

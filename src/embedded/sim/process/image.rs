@@ -56,11 +56,11 @@ pub fn runs(c: &Container) -> Runs {
 }
 
 /// A pod is the process runtime's when at least one of its containers runs as a process: a Ray one,
-/// or a quotagate one when the runtime runs those (`quotagate`).
-pub fn has_process(containers: &[Container], quotagate: bool) -> bool {
+/// or a quotagate one when the runtime runs those (`quotagate`), a Ray one when it runs those (`ray`).
+pub fn has_process(containers: &[Container], quotagate: bool, ray: bool) -> bool {
     containers
         .iter()
-        .any(|c| runs(c) == Runs::Ray || (quotagate && runs(c) == Runs::Quotagate))
+        .any(|c| (ray && runs(c) == Runs::Ray) || (quotagate && runs(c) == Runs::Quotagate))
 }
 
 #[cfg(test)]
@@ -122,16 +122,24 @@ mod tests {
                 c("a", "busybox", &[]),
                 c("ray-worker", "rayproject/ray:2.60.0-gpu", &[])
             ],
-            false
+            false,
+            true
         ));
         assert!(!has_process(
             &[c("autoscaler", "rayproject/ray:2.60.0", &[])],
+            false,
+            true
+        ));
+        // `--runtime auto`: quotagate's image runs, Ray's stays simulated.
+        assert!(!has_process(
+            &[c("ray-head", "rayproject/ray:2.60.0", &[])],
+            true,
             false
         ));
         let manager = c("manager", "registry.example/quotagate:0.1.0", &["run"]);
         assert_eq!(runs(&manager), Runs::Quotagate);
-        assert!(!has_process(std::slice::from_ref(&manager), false));
-        assert!(has_process(&[manager], true));
+        assert!(!has_process(std::slice::from_ref(&manager), false, true));
+        assert!(has_process(&[manager], true, false));
         assert!(!is_quotagate_image("quotagate-extras:1"));
     }
 }

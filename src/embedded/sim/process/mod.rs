@@ -54,6 +54,9 @@ pub struct ProcessConfig {
     /// The API server's port on the host's loopback, given to the pods with the in-cluster
     /// environment and their volumes' files (`incluster.rs`); `None` in the embedded cluster.
     pub api_port: Option<u16>,
+    /// Whether `rayproject/ray` containers run as processes (the default); `false` leaves them
+    /// simulated (`quotagate node-agent --runtime auto`, which runs quotagate's own image only).
+    pub ray: bool,
 }
 
 impl Default for ProcessConfig {
@@ -64,6 +67,7 @@ impl Default for ProcessConfig {
             work_dir: "/var/tmp/quotagate-pods".into(),
             quotagate: None,
             api_port: None,
+            ray: true,
         }
     }
 }
@@ -101,6 +105,8 @@ pub struct ProcessRuntime {
     names: Arc<hosts::Names>,
     /// The pods' CPU groups, where the host has a cgroup v1 `cpu` controller.
     cpu: Option<cgroup::Cpu>,
+    /// Addresses of this /24 lent to simulated pods (`lend_address`), by host number.
+    lent: Mutex<BTreeSet<u8>>,
 }
 
 impl std::fmt::Debug for ProcessRuntime {
@@ -159,7 +165,7 @@ pub fn missing(cfg: &ProcessConfig) -> Vec<String> {
     if !std::path::Path::new(security::setpriv()).is_absolute() {
         out.push("util-linux's `setpriv`, which gives the containers their securityContext's user and capabilities; on Debian or Ubuntu: apt-get install util-linux".into());
     }
-    if !cfg.ray_venv.join("bin/ray").exists() && cfg.quotagate.is_none() {
+    if cfg.ray && !cfg.ray_venv.join("bin/ray").exists() && cfg.quotagate.is_none() {
         out.push(format!(
             "Ray Serve in a venv at {} (run scripts/install-ray.sh from the repository)",
             cfg.ray_venv.display()
@@ -175,7 +181,7 @@ impl ProcessRuntime {
             path: cfg.ray_venv.clone(),
             source,
         })?;
-        if !venv.join("bin/ray").exists() {
+        if cfg.ray && !venv.join("bin/ray").exists() {
             if cfg.quotagate.is_none() {
                 return Err(ProcessError::NoRay(cfg.ray_venv.clone()));
             }
@@ -217,6 +223,7 @@ impl ProcessRuntime {
             node,
             names,
             cpu,
+            lent: Mutex::new(BTreeSet::new()),
         }))
     }
 
@@ -239,7 +246,46 @@ impl ProcessRuntime {
     pub fn runs(&self, pod: &Pod) -> bool {
         pod.spec
             .as_ref()
-            .is_some_and(|s| image::has_process(&s.containers, self.cfg.quotagate.is_some()))
+            .is_some_and(|s| image::has_process(&s.containers, self.cfg.quotagate.is_some(), self.cfg.ray))
+    }
+
+    /// An address of this pod network for a pod the node agent simulates but others must reach
+    /// (a simulated Ray head's dashboard): added to the bridge, so the host and every process-run
+    /// pod reach whatever listens there. `None` when the /24 is full or `ip` refused.
+    pub fn lend_address(&self) -> Option<std::net::Ipv4Addr> {
+        let host = {
+            let mut lent = self.lent.lock().unwrap_or_else(PoisonError::into_inner);
+            let host = self.free_host_besides(&lent)?;
+            lent.insert(host);
+            host
+        };
+        let ip = self.subnet.pod_ip(host);
+        match net::ip(&["addr", "add", &format!("{ip}/32"), "dev", &self.subnet.bridge()]) {
+            Ok(_) => Some(ip),
+            Err(e) => {
+                tracing::warn!(%ip, error = %e, "process runtime: an address for a simulated pod could not be added to the bridge");
+                self.lent
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(&host);
+                None
+            }
+        }
+    }
+
+    /// Gives back an address `lend_address` lent.
+    pub fn return_address(&self, ip: std::net::Ipv4Addr) {
+        let Some(host) = (net::FIRST_HOST..=net::LAST_HOST).find(|h| self.subnet.pod_ip(*h) == ip) else {
+            return;
+        };
+        if self
+            .lent
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&host)
+        {
+            let _ = net::ip(&["addr", "del", &format!("{ip}/32"), "dev", &self.subnet.bridge()]);
+        }
     }
 
     /// Network namespace names of the pods running now (by `namespace/name`), for tests and logs.
@@ -251,8 +297,18 @@ impl ProcessRuntime {
     }
 
     fn free_host(&self) -> Option<u8> {
+        let lent = self.lent.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        self.free_host_besides(&lent)
+    }
+
+    /// A host number no pod and no lent address has.
+    fn free_host_besides(&self, lent: &BTreeSet<u8>) -> Option<u8> {
         let pods = self.pods.lock().unwrap_or_else(PoisonError::into_inner);
-        let used: BTreeSet<u8> = pods.values().map(|e| e.host).collect();
+        let used: BTreeSet<u8> = pods
+            .values()
+            .map(|e| e.host)
+            .chain(lent.iter().copied())
+            .collect();
         (net::FIRST_HOST..=net::LAST_HOST).find(|h| !used.contains(h))
     }
 

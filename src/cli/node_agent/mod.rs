@@ -5,6 +5,15 @@
 //! IP, `sleep`/`exit` commands ending their pods, terminating pods removed). Binding, Jobs' pods,
 //! EndpointSlices and garbage collection are the real kube-scheduler's and kube-controller-manager's,
 //! so the embedded cluster's scheduler, Job and endpoints simulators do not run here.
+//!
+//! Pods run by `--runtime`: `auto` (the default) runs quotagate's own image (the shipped Deployment)
+//! as this machine's binary in a network namespace (`embedded::sim::process`), simulates every other
+//! pod, and serves the simulated Ray heads' dashboards at their pod addresses (`heads.rs`) with a
+//! Service proxy giving Services names and addresses in the process-run pods (`embedded::sim::proxy`),
+//! so the in-cluster manager works as on any cluster. Without root or iproute2 it says why and
+//! simulates every pod. `sim` simulates every pod; `process` also runs `rayproject/ray` as real Ray.
+
+mod heads;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -15,7 +24,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, OwnerReference};
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
-use super::args::{NodeAgentArgs, PodRuntime};
+use super::args::{AgentRuntime, NodeAgentArgs};
 use crate::embedded::sim::nodes::{NodePool, expand, node_object, with_defaults};
 
 /// The field manager of the agent's Node and Lease writes (a kubelet's are its node's name).
@@ -148,9 +157,26 @@ pub(crate) async fn run(args: NodeAgentArgs) -> anyhow::Result<()> {
     }
     tracing::info!(nodes = ?names, capacity = ?args.capacity(), "node agent: nodes registered; running the pods bound to them");
     let runtime = match args.runtime {
-        PodRuntime::Sim => None,
-        PodRuntime::Process => Some(process_runtime(&args).await?),
+        AgentRuntime::Sim => None,
+        AgentRuntime::Process => Some(process_runtime(&args, true).await?),
+        AgentRuntime::Auto => match process_runtime(&args, false).await {
+            Ok(rt) => Some(rt),
+            Err(e) => {
+                tracing::error!(
+                    "node agent: --runtime auto simulates every pod, because quotagate's own image cannot run \
+                     as a process here; the shipped Deployment's pods wait (ImageNotSimulated) and no \
+                     in-cluster manager runs. {e:#}"
+                );
+                None
+            }
+        },
     };
+    // Simulated Ray heads answer at their pod addresses (process-run heads are real Ray), and
+    // Services get names and addresses in the process-run pods.
+    let heads = runtime.as_ref().map(|rt| {
+        let sim = std::sync::Arc::new(crate::rayservice::dashboard::sim::RaySim::new(Default::default()));
+        heads::Heads::new(rt.clone(), sim)
+    });
     let cfg = crate::embedded::sim::node::NodeAgentConfig {
         node_name: names[0].clone(),
         start_delay: args.pod_start_delay,
@@ -163,6 +189,7 @@ pub(crate) async fn run(args: NodeAgentArgs) -> anyhow::Result<()> {
             vec!["quotagate".into()]
         },
         runtime: runtime.clone(),
+        addresses: heads.map(|h| h as std::sync::Arc<dyn crate::embedded::sim::node::PodAddresses>),
         ..Default::default()
     };
     let removals = async {
@@ -171,10 +198,21 @@ pub(crate) async fn run(args: NodeAgentArgs) -> anyhow::Result<()> {
             None => std::future::pending().await,
         }
     };
+    let services = async {
+        match &runtime {
+            Some(rt) => {
+                crate::embedded::sim::proxy::ServiceProxy::new(rt)
+                    .run(client.clone())
+                    .await
+            }
+            None => std::future::pending().await,
+        }
+    };
     tokio::select! {
         _ = heartbeat(client.clone(), nodes) => {}
         _ = crate::embedded::sim::node::run(client.clone(), cfg) => {}
         _ = removals => {}
+        _ = services => {}
         _ = super::apiserver::shutdown_signal() => {
             // As a kubelet: the Nodes stay; their Leases lapse and the node lifecycle controller
             // marks them NotReady.
@@ -188,9 +226,11 @@ pub(crate) async fn run(args: NodeAgentArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The process runtime, given this binary for quotagate's image and the API server's loopback port.
+/// The process runtime, given this binary for quotagate's image and the API server's loopback port;
+/// `rayproject/ray` containers run as Ray too when `ray`.
 async fn process_runtime(
     args: &NodeAgentArgs,
+    ray: bool,
 ) -> anyhow::Result<std::sync::Arc<crate::embedded::sim::process::ProcessRuntime>> {
     use crate::embedded::sim::process::{ProcessConfig, ProcessRuntime, missing};
     let config = match &args.kubeconfig {
@@ -207,7 +247,8 @@ async fn process_runtime(
     let port = match (url.host(), url.port_u16()) {
         (Some("127.0.0.1" | "localhost"), Some(port)) => port,
         _ => anyhow::bail!(
-            "--runtime process: the API server is at {url}; pods reach it only on this machine's loopback (https://127.0.0.1:PORT)"
+            "--runtime {}: the API server is at {url}; pods reach it only on this machine's loopback (https://127.0.0.1:PORT)",
+            runtime_name(args.runtime)
         ),
     };
     let bin = std::env::current_exe().map_err(|e| anyhow::anyhow!("this quotagate binary: {e}"))?;
@@ -215,18 +256,33 @@ async fn process_runtime(
         ray_venv: args.ray_venv.clone(),
         quotagate: Some(bin),
         api_port: Some(port),
+        ray,
         ..Default::default()
     };
     let lacks = missing(&cfg);
     if !lacks.is_empty() {
         anyhow::bail!(
-            "--runtime process runs pods as processes and needs what this host lacks:\n  - {}",
+            "--runtime {} runs quotagate's own image as processes and needs what this host lacks:\n  - {}",
+            runtime_name(args.runtime),
             lacks.join("\n  - ")
         );
     }
-    let rt = ProcessRuntime::start(cfg).map_err(|e| anyhow::anyhow!("--runtime process: {e}"))?;
-    tracing::info!(pod_network = %rt.pod_cidr(), "node agent: quotagate and rayproject/ray pods run as processes");
+    let rt = ProcessRuntime::start(cfg)
+        .map_err(|e| anyhow::anyhow!("--runtime {}: {e}", runtime_name(args.runtime)))?;
+    if ray {
+        tracing::info!(pod_network = %rt.pod_cidr(), "node agent: quotagate and rayproject/ray pods run as processes");
+    } else {
+        tracing::info!(pod_network = %rt.pod_cidr(), "node agent: quotagate pods run as processes; other pods are simulated, Ray heads with their dashboards at their pod addresses");
+    }
     Ok(rt)
+}
+
+fn runtime_name(r: AgentRuntime) -> &'static str {
+    match r {
+        AgentRuntime::Auto => "auto",
+        AgentRuntime::Sim => "sim",
+        AgentRuntime::Process => "process",
+    }
 }
 
 #[cfg(test)]
@@ -259,6 +315,12 @@ mod tests {
         assert_eq!((cap["memory"].as_str(), cap["pods"].as_str()), ("4Ti", "1k"));
         let d = parse(&[]).unwrap();
         assert_eq!(d.node_names(), ["quotagate-node-1"]);
+        assert_eq!(
+            d.runtime,
+            AgentRuntime::Auto,
+            "the shipped Deployment runs by default"
+        );
+        assert_eq!(parse(&["--runtime", "sim"]).unwrap().runtime, AgentRuntime::Sim);
         assert_eq!(d.capacity()["cpu"], "1k");
     }
 
