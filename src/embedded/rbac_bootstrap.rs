@@ -16,40 +16,11 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::webhooks::{labels, selector_matches};
+
 /// The bootstrap ClusterRoles, aggregated ones with no rules yet.
 pub fn bootstrap_roles() -> Vec<Value> {
     serde_json::from_str(include_str!("bootstrap_roles.json")).unwrap_or_default()
-}
-
-/// Whether `labels` (a ClusterRole's) satisfies a label selector's `matchLabels` and
-/// `matchExpressions`; a selector naming nothing matches nothing, as the controller treats it.
-fn matches(selector: &Value, labels: &Value) -> bool {
-    let label = |k: &str| labels.get(k).and_then(Value::as_str);
-    let pairs = selector.get("matchLabels").and_then(Value::as_object);
-    let exprs = selector.get("matchExpressions").and_then(Value::as_array);
-    if pairs.is_none_or(|p| p.is_empty()) && exprs.is_none_or(|e| e.is_empty()) {
-        return false;
-    }
-    if pairs.into_iter().flatten().any(|(k, v)| label(k) != v.as_str()) {
-        return false;
-    }
-    exprs.into_iter().flatten().all(|e| {
-        let key = e.get("key").and_then(Value::as_str).unwrap_or("");
-        let values: Vec<&str> = e
-            .get("values")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
-        match e.get("operator").and_then(Value::as_str).unwrap_or("") {
-            "In" => label(key).is_some_and(|v| values.contains(&v)),
-            "NotIn" => label(key).is_none_or(|v| !values.contains(&v)),
-            "Exists" => label(key).is_some(),
-            "DoesNotExist" => label(key).is_none(),
-            _ => false,
-        }
-    })
 }
 
 fn name(role: &Value) -> &str {
@@ -73,8 +44,8 @@ pub fn aggregated_rules(role: &Value, all: &[Arc<Value>]) -> Option<Vec<Value>> 
             if name(other) == name(role) {
                 continue;
             }
-            let labels = other.pointer("/metadata/labels").unwrap_or(&Value::Null);
-            if !matches(selector, labels) {
+            // An empty selector selects every ClusterRole, as `LabelSelectorAsSelector` makes it.
+            if !selector_matches(selector, &labels(other)) {
                 continue;
             }
             for rule in other.get("rules").and_then(Value::as_array).into_iter().flatten() {
@@ -155,7 +126,8 @@ mod tests {
     }
 
     /// The controller's cases (`clusterroleaggregation_controller_test.go`): a labelled role adds its
-    /// rules once; a rule already there is not repeated; a role matching no selector adds nothing.
+    /// rules once; a rule already there is not repeated; a role matching no selector adds nothing; an
+    /// empty selector selects every other role.
     #[test]
     fn a_labelled_role_extends_the_aggregate() {
         let agg = json!({"metadata": {"name": "agg"}, "aggregationRule": {"clusterRoleSelectors": [
@@ -173,6 +145,6 @@ mod tests {
         assert_eq!(changes[0].0, "agg");
         assert_eq!(changes[0].1.len(), 2, "{:?}", changes[0].1);
         let empty = json!({"metadata": {"name": "none"}, "aggregationRule": {"clusterRoleSelectors": [{}]}});
-        assert_eq!(aggregated_rules(&empty, &all), Some(vec![]));
+        assert_eq!(aggregated_rules(&empty, &all).map(|r| r.len()), Some(3));
     }
 }

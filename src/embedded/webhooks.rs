@@ -168,7 +168,7 @@ pub fn rule_matches(rule: &Value, call: &Call<'_>) -> bool {
     }
 }
 
-fn labels(obj: &Value) -> BTreeMap<String, String> {
+pub(super) fn labels(obj: &Value) -> BTreeMap<String, String> {
     obj.pointer("/metadata/labels")
         .and_then(Value::as_object)
         .map(|m| {

@@ -42,26 +42,14 @@ pub fn validate_pod_spec(spec: &Value, path: &Path, errs: &mut Vec<FieldError>) 
         .iter()
         .filter_map(|v| str_at(v, "name"))
         .collect();
-    for (i, c) in containers.iter().enumerate() {
-        let p = path.child("containers").index(i);
-        validate_container(c, &p, &mut names, errs);
-        validate_volume_mounts(
-            list_at(c, "volumeMounts"),
-            &volumes,
-            &p.child("volumeMounts"),
-            errs,
-        );
-    }
     // Init containers' names must differ from each other and from the regular containers'.
-    for (i, c) in list_at(spec, "initContainers").iter().enumerate() {
-        let p = path.child("initContainers").index(i);
-        validate_container(c, &p, &mut names, errs);
-        validate_volume_mounts(
-            list_at(c, "volumeMounts"),
-            &volumes,
-            &p.child("volumeMounts"),
-            errs,
-        );
+    for field in ["containers", "initContainers"] {
+        for (i, c) in list_at(spec, field).iter().enumerate() {
+            let p = path.child(field).index(i);
+            validate_container(c, &p, &mut names, errs);
+            let mounts = list_at(c, "volumeMounts");
+            validate_volume_mounts(mounts, &volumes, &p.child("volumeMounts"), errs);
+        }
     }
     one_of(spec, "restartPolicy", path, &RESTART_POLICIES, errs);
     one_of(spec, "dnsPolicy", path, &DNS_POLICIES, errs);
