@@ -249,6 +249,8 @@ pub fn core() -> Vec<Sequence> {
         svcs.into_iter()
             .map(|(n, f)| create_read(n, SVCS, "s", with(service(), f))),
     );
+    // The new address is outside both servers' service ranges, so neither can have allocated it:
+    // kube-apiserver's 10.0.0.0/24 once gave 10.0.0.99 to the Service, and the patch changed nothing.
     out.push(seq(
         "service clusterIP change is refused",
         vec![
@@ -256,7 +258,7 @@ pub fn core() -> Vec<Sequence> {
             patch(
                 &format!("{SVCS}/s"),
                 MERGE,
-                json!({"spec": {"clusterIP": "10.0.0.99"}}),
+                json!({"spec": {"clusterIP": "10.0.1.99"}}),
             ),
         ],
     ));
