@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::webhooks::{labels, selector_matches};
+use super::selector::{labels, selector_matches};
 
 /// The bootstrap ClusterRoles, aggregated ones with no rules yet.
 pub fn bootstrap_roles() -> Vec<Value> {

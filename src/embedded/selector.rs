@@ -442,6 +442,57 @@ impl FieldSelector {
     }
 }
 
+/// An object's `metadata.labels` (non-string values are left out).
+pub fn labels(obj: &Value) -> BTreeMap<String, String> {
+    obj.pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A `metav1.LabelSelector` (`matchLabels`, `matchExpressions`) against `labels`; an empty or
+/// absent selector matches everything, one that does not parse matches nothing (the real server
+/// refuses such a configuration when it is written).
+pub fn selector_matches(sel: &Value, labels: &BTreeMap<String, String>) -> bool {
+    let mut terms: Vec<String> = Vec::new();
+    for (k, v) in sel
+        .get("matchLabels")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
+        terms.push(format!("{k}={}", v.as_str().unwrap_or("")));
+    }
+    for e in sel
+        .get("matchExpressions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let key = e.get("key").and_then(Value::as_str).unwrap_or("");
+        let values = e
+            .get("values")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect::<Vec<_>>()
+            .join(",");
+        terms.push(match e.get("operator").and_then(Value::as_str).unwrap_or("") {
+            "In" => format!("{key} in ({values})"),
+            "NotIn" => format!("{key} notin ({values})"),
+            "Exists" => key.to_string(),
+            "DoesNotExist" => format!("!{key}"),
+            _ => return false,
+        });
+    }
+    LabelSelector::parse(&terms.join(",")).is_ok_and(|s| s.matches_labels(labels))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 
 use super::error::ApiError;
 use super::registry::{Registry, ResourceInfo};
-use super::selector::LabelSelector;
+use super::selector::{labels, selector_matches};
 use super::store::{ListOptions, Store};
 
 /// One admission request: what is written, by whom.
@@ -168,17 +168,6 @@ pub fn rule_matches(rule: &Value, call: &Call<'_>) -> bool {
     }
 }
 
-pub(super) fn labels(obj: &Value) -> BTreeMap<String, String> {
-    obj.pointer("/metadata/labels")
-        .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 fn namespace_labels(store: &Store, registry: &Registry, ns: &str) -> BTreeMap<String, String> {
     let mut l = registry
         .find("", "v1", "namespaces")
@@ -188,38 +177,6 @@ fn namespace_labels(store: &Store, registry: &Registry, ns: &str) -> BTreeMap<St
     // The real server labels every namespace with its name (NamespaceDefaultLabelName).
     l.insert("kubernetes.io/metadata.name".into(), ns.to_string());
     l
-}
-
-/// A `metav1.LabelSelector` (`matchLabels`, `matchExpressions`) against `labels`; an empty or
-/// absent selector matches everything, one that does not parse matches nothing (the real server
-/// refuses such a configuration when it is written).
-pub fn selector_matches(sel: &Value, labels: &BTreeMap<String, String>) -> bool {
-    let mut terms: Vec<String> = Vec::new();
-    for (k, v) in sel
-        .get("matchLabels")
-        .and_then(Value::as_object)
-        .into_iter()
-        .flatten()
-    {
-        terms.push(format!("{k}={}", v.as_str().unwrap_or("")));
-    }
-    for e in sel
-        .get("matchExpressions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let key = e.get("key").and_then(Value::as_str).unwrap_or("");
-        let values = strings(e.get("values")).join(",");
-        terms.push(match e.get("operator").and_then(Value::as_str).unwrap_or("") {
-            "In" => format!("{key} in ({values})"),
-            "NotIn" => format!("{key} notin ({values})"),
-            "Exists" => key.to_string(),
-            "DoesNotExist" => format!("!{key}"),
-            _ => return false,
-        });
-    }
-    LabelSelector::parse(&terms.join(",")).is_ok_and(|s| s.matches_labels(labels))
 }
 
 /// The `AdmissionReview` v1 request kube-apiserver sends for `call` on `object`.
