@@ -321,44 +321,14 @@ pub(super) fn containers_images_selector(o: &Value, spec: &str) -> Vec<Value> {
     ]
 }
 
-/// `metav1.FormatLabelSelector`: `a=b,c in (d,e)`, `<none>` for no selector.
+/// `metav1.FormatLabelSelector`: `a=b,c in (d,e)` sorted by key, `<none>` for no selector.
 pub(super) fn label_selector(sel: Option<&Value>) -> String {
-    let Some(sel) = sel.filter(|s| s.is_object()) else {
-        return "<none>".into();
-    };
-    let mut parts: Vec<String> = sel
-        .get("matchLabels")
-        .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
-                .collect()
-        })
-        .unwrap_or_default();
-    for e in sel
-        .get("matchExpressions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
+    match sel
+        .filter(|s| s.is_object())
+        .map(super::selector::selector_string)
     {
-        let key = text(e, "/key");
-        let values: Vec<&str> = e
-            .get("values")
-            .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
-        parts.push(match text(e, "/operator") {
-            "In" => format!("{key} in ({})", values.join(",")),
-            "NotIn" => format!("{key} notin ({})", values.join(",")),
-            "Exists" => key.to_string(),
-            "DoesNotExist" => format!("!{key}"),
-            op => format!("{key} {op}"),
-        });
-    }
-    if parts.is_empty() {
-        "<none>".into()
-    } else {
-        parts.join(",")
+        Some(s) if !s.is_empty() => s,
+        _ => "<none>".into(),
     }
 }
 
@@ -442,5 +412,10 @@ mod tests {
             {"key": "c", "operator": "In", "values": ["d", "e"]}, {"key": "f", "operator": "DoesNotExist"}]});
         assert_eq!(label_selector(Some(&sel)), "a=b,c in (d,e),!f");
         assert_eq!(label_selector(None), "<none>");
+        assert_eq!(label_selector(Some(&json!({}))), "<none>");
+        // apimachinery sorts the requirements by key and the values of a set.
+        let sel = json!({"matchLabels": {"z": "1", "b": "2"}, "matchExpressions": [
+            {"key": "m", "operator": "NotIn", "values": ["y", "x"]}]});
+        assert_eq!(label_selector(Some(&sel)), "b=2,m notin (x,y),z=1");
     }
 }

@@ -454,6 +454,47 @@ pub fn labels(obj: &Value) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
+/// A `metav1.LabelSelector` as apimachinery prints it (`LabelSelectorAsSelector(..).String()`):
+/// requirements sorted by key, `matchLabels` as `k=v`, `In`/`NotIn` values sorted, `""` for an empty
+/// selector. What a Scale's `status.selector` and kubectl's `SELECTOR` column show.
+pub fn selector_string(sel: &Value) -> String {
+    let text = |v: &Value| v.as_str().unwrap_or("").to_string();
+    let mut reqs: Vec<(String, String)> = sel
+        .get("matchLabels")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), format!("{k}={}", text(v))))
+        .collect();
+    for e in sel
+        .get("matchExpressions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let key = e.get("key").map(text).unwrap_or_default();
+        let mut values: Vec<String> = e
+            .get("values")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(text)
+            .collect();
+        values.sort();
+        let values = values.join(",");
+        let req = match e.get("operator").and_then(Value::as_str).unwrap_or("") {
+            "In" => format!("{key} in ({values})"),
+            "NotIn" => format!("{key} notin ({values})"),
+            "Exists" => key.clone(),
+            "DoesNotExist" => format!("!{key}"),
+            op => format!("{key} {op}"),
+        };
+        reqs.push((key, req));
+    }
+    reqs.sort_by(|a, b| a.0.cmp(&b.0));
+    reqs.into_iter().map(|(_, r)| r).collect::<Vec<_>>().join(",")
+}
+
 /// A `metav1.LabelSelector` (`matchLabels`, `matchExpressions`) against `labels`; an empty or
 /// absent selector matches everything, one that does not parse matches nothing (the real server
 /// refuses such a configuration when it is written).
