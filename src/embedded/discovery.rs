@@ -61,6 +61,9 @@ fn aggregated_resource(r: &ResourceInfo) -> Value {
         v["categories"] = json!(r.categories);
     }
     let mut subs = Vec::new();
+    if super::scale::has_scale(r) {
+        subs.push(json!({"subresource": "scale", "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"}, "verbs": ["get", "patch", "update"]}));
+    }
     if r.has_status {
         subs.push(json!({"subresource": "status", "responseKind": response_kind(r), "verbs": ["get", "patch", "update"]}));
     }
@@ -150,6 +153,10 @@ pub fn resource_list(reg: &Registry, g: &str, v: &str) -> Option<Value> {
             json!({"name": r.plural, "singularName": r.singular, "namespaced": r.namespaced, "kind": r.kind,
                               "verbs": verbs(r), "shortNames": r.short_names, "categories": r.categories}),
         );
+        if super::scale::has_scale(r) {
+            resources.push(json!({"name": format!("{}/scale", r.plural), "singularName": "", "namespaced": r.namespaced,
+                "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]}));
+        }
         if r.has_status {
             resources.push(
                 json!({"name": format!("{}/status", r.plural), "singularName": "", "namespaced": r.namespaced,

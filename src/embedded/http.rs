@@ -120,6 +120,8 @@ struct Target {
     namespace: Option<String>,
     name: Option<String>,
     status: bool,
+    /// The `scale` subresource (`scale.rs`).
+    scale: bool,
 }
 
 enum Route {
@@ -197,15 +199,17 @@ fn route(srv: &EmbeddedServer, path: &str) -> Route {
     let Some(info) = reg.find(group, version, plural) else {
         return Route::NotFound;
     };
-    let status = match sub {
-        None => false,
-        Some("status") if info.has_status => true,
+    let (status, scale) = match sub {
+        None => (false, false),
+        Some("status") if info.has_status => (true, false),
+        Some("scale") if super::scale::has_scale(&info) && name.is_some() => (false, true),
         Some("log") if info.group.is_empty() && info.plural == "pods" && name.is_some() => {
             return Route::PodLog(Target {
                 info,
                 namespace,
                 name: name.map(String::from),
                 status: false,
+                scale: false,
             });
         }
         Some("token") if info.group.is_empty() && info.plural == "serviceaccounts" && name.is_some() => {
@@ -214,6 +218,7 @@ fn route(srv: &EmbeddedServer, path: &str) -> Route {
                 namespace,
                 name: name.map(String::from),
                 status: false,
+                scale: false,
             });
         }
         Some(_) => return Route::UnknownSub,
@@ -223,6 +228,7 @@ fn route(srv: &EmbeddedServer, path: &str) -> Route {
         namespace,
         name: name.map(String::from),
         status,
+        scale,
     })
 }
 
@@ -238,6 +244,8 @@ fn authorize(
 ) -> Result<(), ApiError> {
     let resource = if t.status {
         format!("{}/status", t.info.plural)
+    } else if t.scale {
+        format!("{}/scale", t.info.plural)
     } else {
         t.info.plural.clone()
     };
@@ -419,6 +427,7 @@ pub async fn handle(State(srv): State<Arc<EmbeddedServer>>, req: Request) -> Res
             let watching = parts.method == Method::GET && query.flag("watch");
             let reading = parts.method == Method::GET;
             let webhooks = srv.config.real_cluster
+                && !t.scale
                 && matches!(parts.method, Method::POST | Method::PUT | Method::PATCH)
                 && super::webhooks::any_configured(&srv.store, &srv.registry);
             let r = Req {
@@ -713,6 +722,42 @@ impl Req<'_> {
         )
     }
 
+    /// `<kind>/<name>/scale` (`scale.rs`): GET the Scale, PUT or PATCH it into the parent's replicas.
+    fn serve_scale(&self) -> Result<Response, ApiError> {
+        let info = &self.t.info;
+        let name = self.t.name.clone().unwrap_or_default();
+        let parent = self.store().get(info, self.ns(), &name)?;
+        let scale = super::scale::of(&parent);
+        let next = match self.method {
+            Method::GET => return Ok(ok(200, &scale)),
+            Method::PUT => self.decode_body()?,
+            Method::PATCH => {
+                let kind = PatchKind::from_content_type(&self.content_type)
+                    .ok_or_else(|| ApiError::unsupported_media("415: Unsupported Media Type").generic())?;
+                if kind == PatchKind::Apply {
+                    refusals::field_manager(self.query.get("fieldManager"))?;
+                }
+                super::scale::patched(&scale, kind, &self.decode_body()?)?
+            }
+            _ => {
+                return Err(ApiError::method_not_allowed(format!(
+                    "the server does not allow this method on the requested resource: {}",
+                    self.method
+                )));
+            }
+        };
+        let obj = super::scale::into_parent(&parent, &next)?;
+        let manager = self.manager();
+        let w = Writer {
+            scale: true,
+            ..Writer::new(&manager, false)
+        };
+        let written = self
+            .store()
+            .update_by(info, self.ns(), &name, obj, self.query.dry_run(), w)?;
+        Ok(ok(200, &super::scale::of(&written)))
+    }
+
     /// Serves the request; a write that can change a ResourceQuota's usage (any write to pods or
     /// quotas, any delete: owners cascade to pods) runs under the quota lock when the namespace has a
     /// quota, followed by the quota controller's status pass (`quota.rs`).
@@ -745,6 +790,9 @@ impl Req<'_> {
     }
 
     fn serve_unquoted(&self) -> Result<Response, ApiError> {
+        if self.t.scale {
+            return self.serve_scale();
+        }
         let info = self.t.info.clone();
         let name = self.t.name.clone();
         match (&self.method, name) {

@@ -33,6 +33,8 @@ pub struct Writer<'a> {
     pub manager: &'a str,
     /// A `/status` write.
     pub status: bool,
+    /// A `/scale` write: its entry names the `scale` subresource (kube-apiserver's scale handler).
+    pub scale: bool,
     /// `force=true` on an apply.
     pub force: bool,
     /// The object's `managedFields` were computed already (a webhook-admitted object written again).
@@ -44,6 +46,7 @@ impl<'a> Writer<'a> {
         Writer {
             manager,
             status,
+            scale: false,
             force: false,
             given: false,
         }
@@ -275,6 +278,8 @@ impl<'a> Ctx<'a> {
     fn subresource(&self) -> String {
         if self.w.status {
             "status".into()
+        } else if self.w.scale {
+            "scale".into()
         } else {
             String::new()
         }

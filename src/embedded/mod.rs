@@ -45,6 +45,7 @@ mod refusals;
 pub mod registry;
 pub mod review;
 pub mod satoken;
+mod scale;
 pub mod selector;
 pub mod service_alloc;
 pub mod serviceaccount;

@@ -125,6 +125,7 @@ impl Req<'_> {
                     namespace: self.t.namespace.clone(),
                     name,
                     status: self.t.status,
+                    scale: self.t.scale,
                 },
                 query,
                 accept: self.accept.clone(),
