@@ -59,6 +59,10 @@ impl Findings {
         unknown.chain(duplicate).collect()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.unknown.is_empty() && self.duplicate.is_empty()
+    }
+
     /// Under `Strict`, a 400 naming every field; otherwise the warnings to send (none for `Ignore`).
     pub fn judge(&self, directive: Directive, info: &ResourceInfo) -> Result<Vec<String>, ApiError> {
         let messages = self.messages();
@@ -74,6 +78,29 @@ impl Findings {
             ))),
         }
     }
+}
+
+/// A JSON patch refused under `Strict`, as kube-apiserver's patch handler refuses it: 422 on the
+/// field `patch`, quoting the patched object (top-level keys sorted, as its JSON patch library writes
+/// them), the patch body's duplicates (`json patch duplicate field`) before the object's unknown fields.
+pub fn json_patch_refused(f: &Findings, patched: &Value) -> ApiError {
+    let mut sorted: Vec<(&String, &Value)> = patched.as_object().into_iter().flatten().collect();
+    sorted.sort_by(|a, b| a.0.cmp(b.0));
+    let object: serde_json::Map<String, Value> =
+        sorted.into_iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let text = Value::Object(object).to_string();
+    let errors = f
+        .duplicate
+        .iter()
+        .map(|p| format!("json patch duplicate field \"{p}\""))
+        .chain(f.unknown.iter().map(|p| format!("unknown field \"{p}\"")))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let e = crate::api::validation::FieldError::invalid(
+        "patch",
+        format!("{text:?}: strict decoding error: {errors}"),
+    );
+    ApiError::invalid("", "", &[e])
 }
 
 /// Most findings reported for one request: a body full of mistakes gets a bounded answer.

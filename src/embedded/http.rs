@@ -646,13 +646,20 @@ impl Req<'_> {
             duplicate: field_validation::duplicates(self.body),
             unknown: Vec::new(),
         };
+        let mut patched = None;
         if let Ok(current) = self.store().get(&self.t.info, self.ns(), name) {
             let mut doc = (*current).clone();
             if super::patch::json_patch(&mut doc, ops).is_ok() {
                 f.unknown = field_validation::introduced(&self.t.info, &current, &doc);
+                patched = Some(doc);
             }
         }
-        f.judge(directive, &self.t.info)
+        match patched {
+            Some(doc) if directive == field_validation::Directive::Strict && !f.is_empty() => {
+                Err(field_validation::json_patch_refused(&f, &doc))
+            }
+            _ => f.judge(directive, &self.t.info),
+        }
     }
 
     fn object(&self, code: u16, obj: Arc<Value>) -> Response {
