@@ -433,3 +433,25 @@ pub fn ready_to_evicted(status: &WorkloadStatus) -> Option<f64> {
     let (ready, evicted) = (when(condition::PODS_READY)?, when(condition::EVICTED)?);
     Some(evicted.duration_since(ready).as_secs_f64())
 }
+
+/// Kueue's `workload_recovery_wait_time_seconds`: seconds from the workload's pods losing readiness
+/// after having been ready (`old` shows PodsReady=False, reason `WaitForRecovery`, since its
+/// transition) until `new` shows them ready again; `None` for any other write.
+pub fn recovery_wait(old: &Workload, new: &WorkloadStatus) -> Option<f64> {
+    let lost = old
+        .status
+        .as_ref()?
+        .condition(condition::PODS_READY)
+        .filter(|c| c.status != TRUE && c.reason == reason::WAIT_FOR_RECOVERY)?;
+    let ready = new
+        .condition(condition::PODS_READY)
+        .filter(|c| c.status == TRUE)?;
+    Some(
+        ready
+            .last_transition_time
+            .0
+            .duration_since(lost.last_transition_time.0)
+            .as_secs_f64()
+            .max(0.0),
+    )
+}

@@ -8,8 +8,18 @@ use crate::admission::metrics::{CqEvictionLabels, Metrics};
 use crate::api::kueue::{Workload, WorkloadStatus};
 
 /// The job controller wrote `new` over `old`: on a first readiness, the waits since queued and
-/// since admitted, per ClusterQueue and per LocalQueue.
+/// since admitted, per ClusterQueue and per LocalQueue; on a recovery, the wait since readiness was
+/// lost.
 pub fn record_ready(m: &Metrics, old: &Workload, new: &WorkloadStatus, now: jiff::Timestamp) {
+    if let Some(secs) = pods_ready::recovery_wait(old, new)
+        && let Some(a) = old.admission()
+    {
+        let l = m.cq_priority(&a.cluster_queue, &super::metric_labels::priority_class(old));
+        m.pods_ready
+            .workload_recovery_wait_time_seconds
+            .get_or_create(&l)
+            .observe(secs);
+    }
     if !pods_ready::first_ready(old, new) {
         return;
     }

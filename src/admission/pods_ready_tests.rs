@@ -598,6 +598,77 @@ fn pods_ready_metrics_arithmetic() {
     );
 }
 
+/// Kueue v0.20's `kueue_workload_recovery_wait_time_seconds` (kueue#14766): a workload whose pods
+/// were ready, lost readiness (PodsReady=False, `WaitForRecovery`) and are ready again (`Recovered`)
+/// is observed once, with the seconds since readiness was lost; a first readiness, a write that
+/// keeps it not ready, or one that keeps it ready observe nothing.
+#[test]
+fn recovery_wait_is_observed_from_lost_readiness_to_ready_again() {
+    use crate::admission::metrics::Metrics;
+    use crate::admission::pods_ready_metrics::record_ready;
+    use crate::api::kueue::constants::{condition, reason};
+    let admitted = c(condition::ADMITTED, "True", "Admitted", NOW);
+    let lost = with(vec![
+        admitted.clone(),
+        c(
+            condition::PODS_READY,
+            "False",
+            reason::WAIT_FOR_RECOVERY,
+            NOW + 6_000,
+        ),
+    ]);
+    let recovered = with_condition(&lost, true, false, at(NOW + 18_500)).unwrap();
+    assert_eq!(
+        recovered
+            .condition(condition::PODS_READY)
+            .map(|c| c.reason.as_str()),
+        Some(reason::RECOVERED)
+    );
+    assert_eq!(pods_ready::recovery_wait(&lost, &recovered), Some(12.5));
+    // Still not ready: nothing.
+    let still = c(
+        condition::PODS_READY,
+        "False",
+        reason::WAIT_FOR_RECOVERY,
+        NOW + 6_000,
+    );
+    let mut not_yet = lost.status.clone().unwrap_or_default();
+    crate::api::conditions::set(&mut not_yet.conditions, still);
+    assert_eq!(pods_ready::recovery_wait(&lost, &not_yet), None);
+    // A first readiness is no recovery.
+    let fresh = with(vec![admitted.clone()]);
+    let started = with_condition(&fresh, true, false, at(NOW + 5_000)).unwrap();
+    assert_eq!(pods_ready::recovery_wait(&fresh, &started), None);
+    // Ready and staying ready: nothing.
+    let ready = with(vec![
+        admitted,
+        c(condition::PODS_READY, "True", reason::RECOVERED, NOW + 18_500),
+    ]);
+    assert_eq!(pods_ready::recovery_wait(&ready, &recovered), None);
+
+    let m = Metrics::new();
+    m.set_role(crate::admission::metrics::Role::Leader);
+    for (old, new) in [(&lost, &recovered), (&fresh, &started), (&ready, &recovered)] {
+        record_ready(&m, old, new, at(NOW + 18_500));
+    }
+    let text = m.render();
+    for want in [
+        "kueue_workload_recovery_wait_time_seconds_count{cluster_queue=\"cq\",priority_class=\"\",replica_role=\"leader\"} 1",
+        "kueue_workload_recovery_wait_time_seconds_sum{cluster_queue=\"cq\",priority_class=\"\",replica_role=\"leader\"} 12.5",
+        // Kueue's generateExponentialBuckets(14): 12.5 s falls in the 20 s bucket, not the 10 s one.
+        "kueue_workload_recovery_wait_time_seconds_bucket{le=\"10.0\",cluster_queue=\"cq\",priority_class=\"\",replica_role=\"leader\"} 0",
+        "kueue_workload_recovery_wait_time_seconds_bucket{le=\"20.0\",cluster_queue=\"cq\",priority_class=\"\",replica_role=\"leader\"} 1",
+        "le=\"10240.0\"",
+    ] {
+        assert!(text.contains(want), "{want}\n{text}");
+    }
+    // The first readiness still feeds the time-to-ready histogram, once.
+    assert!(
+        text.contains("kueue_ready_wait_time_seconds_count{cluster_queue=\"cq\",priority_class=\"\",replica_role=\"leader\"} 1"),
+        "{text}"
+    );
+}
+
 /// Kueue v0.20's `unscheduledTimeout` (KEP-13502, kueue#15402/#15434), the cases of
 /// `pkg/controller/core/workload_controller_test.go`: "evict with the WaitForScheduling cause when
 /// the unscheduledTimeout is exceeded" (timeout 30m, unscheduledTimeout 3s, pods seen unscheduled

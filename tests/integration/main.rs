@@ -28,6 +28,7 @@ mod kueue_podsready;
 mod kueue_preemption;
 mod kueue_scheduler;
 mod kueue_scheduler_more;
+mod kueue_v020_fixes;
 mod kueuectl;
 mod manage_without_queue;
 mod metrics;

@@ -17,6 +17,9 @@ pub struct PodsReadyMetrics {
     pub local_queue_ready_wait_time_seconds: Family<LqPriorityLabels, Histogram>,
     pub local_queue_admitted_until_ready_wait_time_seconds: Family<LqPriorityLabels, Histogram>,
     pub pods_ready_to_evicted_time_seconds: Family<CqEvictionLabels, Histogram>,
+    /// Kueue v0.20's recovery wait (kueue#14766): from pods that were ready losing readiness
+    /// (PodsReady=False, `WaitForRecovery`) until ready again.
+    pub workload_recovery_wait_time_seconds: Family<CqPriorityLabels, Histogram>,
 }
 
 impl PodsReadyMetrics {
@@ -27,6 +30,7 @@ impl PodsReadyMetrics {
             local_queue_ready_wait_time_seconds: Family::new_with_constructor(wait_histogram),
             local_queue_admitted_until_ready_wait_time_seconds: Family::new_with_constructor(wait_histogram),
             pods_ready_to_evicted_time_seconds: Family::new_with_constructor(wait_histogram),
+            workload_recovery_wait_time_seconds: Family::new_with_constructor(wait_histogram),
         }
     }
 
@@ -52,5 +56,10 @@ impl PodsReadyMetrics {
             self.local_queue_admitted_until_ready_wait_time_seconds.clone(),
         );
         r.register("pods_ready_to_evicted_time_seconds", "The number of seconds between a workload's pods being ready and eviction, per 'cluster_queue', 'reason' and 'underlying_cause'", self.pods_ready_to_evicted_time_seconds.clone());
+        r.register(
+            "workload_recovery_wait_time_seconds",
+            "The time from a workload's pods losing readiness after having been ready until they are ready again, per 'cluster_queue'",
+            self.workload_recovery_wait_time_seconds.clone(),
+        );
     }
 }
