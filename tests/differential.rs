@@ -57,9 +57,15 @@ async fn embedded_ground(name: &'static str) -> (Ground, tokio_util::sync::DropG
     let dir = std::env::temp_dir().join(format!("quotagate-differential-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let kubeconfig = dir.join("kubeconfig");
-    let srv = quotagate::embedded::EmbeddedServer::new(
+    // Real-cluster mode, as `quotagate apiserver --real-cluster`: the server models a cluster's API
+    // server, so it also serves what a real one has and quotagate's install needs (Deployments, CRDs).
+    let srv = quotagate::embedded::EmbeddedServer::with_config(
         &quotagate::embedded::QuotagateCrds,
         Arc::new(quotagate::embedded::crd_schema::CrdSchemaAdmission),
+        quotagate::embedded::ServerConfig {
+            real_cluster: true,
+            ..Default::default()
+        },
     );
     let cancel = tokio_util::sync::CancellationToken::new();
     srv.spawn_tcp("127.0.0.1:0".parse().unwrap(), Some(&kubeconfig), cancel.clone())
