@@ -1,6 +1,7 @@
 //! Compiles the vendored Kubernetes .proto files (vendor/k8s-proto/k8s) into one descriptor set, so the embedded API
 //! server can decode kubectl's protobuf request bodies for every built-in kind it serves from the
-//! schema instead of a hand-written decoder per kind.
+//! schema instead of a hand-written decoder per kind. `proto/` holds messages written here (apps/v1's
+//! Deployment) beside the vendored files, in their packages.
 
 use std::path::PathBuf;
 
@@ -15,11 +16,14 @@ const FILES: &[&str] = &[
     "api/rbac/v1/generated.proto",
     "api/scheduling/v1/generated.proto",
     "apimachinery/pkg/runtime/generated.proto",
+    // Written for quotagate (proto/): the apps/v1 Deployment messages only.
+    "api/apps/v1/deployment.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-changed=vendor/k8s-proto/k8s");
-    let set = protox::Compiler::new(["vendor/k8s-proto/k8s"])?
+    println!("cargo:rerun-if-changed=proto");
+    let set = protox::Compiler::new(["vendor/k8s-proto/k8s", "proto"])?
         .include_imports(true)
         .open_files(FILES)?
         .encode_file_descriptor_set();

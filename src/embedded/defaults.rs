@@ -40,6 +40,8 @@ pub fn apply(info: &ResourceInfo, obj: &mut Value, create: bool) {
             }
         }
         ("batch", "jobs") => job(o),
+        ("apps", "deployments") => deployment(o),
+        ("apiextensions.k8s.io", "customresourcedefinitions") => crd_status(o),
         ("", "services") => {
             service(obj_at(o, "spec"));
             if create {
@@ -155,6 +157,96 @@ fn pod(o: &mut Map<String, Value>) {
     }
     set_default(spec, "enableServiceLinks", json!(true));
     // `priority` and `preemptionPolicy` are the `Priority` admission plugin's (`priority.rs`).
+}
+
+/// `SetDefaults_Deployment` (`pkg/apis/apps/v1/defaults.go`): one replica, a 25%/25% rolling update,
+/// ten old ReplicaSets kept, a 600 s progress deadline; the pod template as a pod's (`SetDefaults_PodSpec`).
+fn deployment(o: &mut Map<String, Value>) {
+    let spec = obj_at(o, "spec");
+    set_default(spec, "replicas", json!(1));
+    let strategy = obj_at(spec, "strategy");
+    set_default(strategy, "type", json!("RollingUpdate"));
+    if strategy.get("type").and_then(Value::as_str) == Some("RollingUpdate") {
+        let rolling = obj_at(strategy, "rollingUpdate");
+        set_default(rolling, "maxUnavailable", json!("25%"));
+        set_default(rolling, "maxSurge", json!("25%"));
+    }
+    set_default(spec, "revisionHistoryLimit", json!(10));
+    set_default(spec, "progressDeadlineSeconds", json!(600));
+    pod_spec(obj_at(obj_at(spec, "template"), "spec"));
+}
+
+/// What apiextensions-apiserver's naming and establishing controllers write to a new CRD's status
+/// moments after it is stored (`pkg/controller/status/naming_controller.go`,
+/// `pkg/controller/establish/establishing_controller.go`): its names accepted, `NamesAccepted` and
+/// `Established` true, and its storage version recorded. Names are taken as accepted: the server
+/// does not check them against other CRDs of the group.
+fn crd_status(o: &mut Map<String, Value>) {
+    let Some(spec) = o.get("spec").and_then(Value::as_object).cloned() else {
+        return;
+    };
+    let mut names = spec
+        .get("names")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let kind = names
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    if kind.is_empty() {
+        return;
+    }
+    // `SetDefaults_CustomResourceDefinitionSpec`: the singular and list kind.
+    names
+        .entry("singular")
+        .or_insert_with(|| json!(kind.to_lowercase()));
+    names
+        .entry("listKind")
+        .or_insert_with(|| json!(format!("{kind}List")));
+    let storage: Vec<Value> = spec
+        .get("versions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+        .filter_map(|v| v.get("name").cloned())
+        .collect();
+    // Whole seconds, as metav1.Time is written (not `meta::now_rfc3339`: meta.rs calls this file).
+    let now = jiff::Timestamp::from_second(jiff::Timestamp::now().as_second())
+        .map(|t| t.to_string())
+        .unwrap_or_default();
+    let status = obj_at(o, "status");
+    status.insert("acceptedNames".into(), Value::Object(names));
+    let has = |status: &Map<String, Value>, t: &str| {
+        status
+            .get("conditions")
+            .and_then(Value::as_array)
+            .is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c.get("type").and_then(Value::as_str) == Some(t))
+            })
+    };
+    if !has(status, "NamesAccepted") || !has(status, "Established") {
+        status.insert(
+            "conditions".into(),
+            json!([
+                {"type": "NamesAccepted", "status": "True", "lastTransitionTime": now,
+                 "reason": "NoConflicts", "message": "no conflicts found"},
+                {"type": "Established", "status": "True", "lastTransitionTime": now,
+                 "reason": "InitialNamesAccepted", "message": "the initial names have been accepted"},
+            ]),
+        );
+    }
+    let stored = status.entry("storedVersions").or_insert_with(|| json!([]));
+    if let Some(list) = stored.as_array_mut() {
+        for v in storage {
+            if !list.contains(&v) {
+                list.push(v);
+            }
+        }
+    }
 }
 
 /// The `DefaultTolerationSeconds` admission plugin: a new pod tolerates a node that is not ready or
@@ -540,5 +632,87 @@ mod tests {
         assert_eq!(image_tag("registry:5000/ray:2.41"), Some("2.41"));
         assert_eq!(image_tag("ray@sha256:abcd"), None);
         assert_eq!(image_tag("ray:2.41@sha256:abcd"), Some("2.41"));
+    }
+}
+
+#[cfg(test)]
+mod served_in_real_cluster_mode {
+    use super::*;
+    use crate::embedded::registry::builtins;
+
+    fn info(group: &str, version: &str, plural: &str) -> ResourceInfo {
+        ResourceInfo {
+            group: group.into(),
+            version: version.into(),
+            plural: plural.into(),
+            ..builtins().remove(0)
+        }
+    }
+
+    /// `SetDefaults_Deployment` (k8s.io/kubernetes pkg/apis/apps/v1/defaults.go), the pod template
+    /// defaulted as a pod's.
+    #[test]
+    fn a_deployment_gets_its_strategy_history_and_deadline() {
+        let mut d = json!({"metadata": {"name": "d1"}, "spec": {"selector": {"matchLabels": {"app": "d1"}},
+            "template": {"metadata": {"labels": {"app": "d1"}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}});
+        apply(&info("apps", "v1", "deployments"), &mut d, true);
+        let spec = &d["spec"];
+        assert_eq!(spec["replicas"], 1);
+        assert_eq!(
+            spec["strategy"],
+            json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}})
+        );
+        assert_eq!(spec["revisionHistoryLimit"], 10);
+        assert_eq!(spec["progressDeadlineSeconds"], 600);
+        assert_eq!(spec["template"]["spec"]["restartPolicy"], "Always");
+        assert_eq!(
+            spec["template"]["spec"]["containers"][0]["imagePullPolicy"],
+            "Always"
+        );
+        // A Recreate strategy gets no rollingUpdate.
+        let mut r = json!({"spec": {"strategy": {"type": "Recreate"}}});
+        apply(&info("apps", "v1", "deployments"), &mut r, true);
+        assert_eq!(r["spec"]["strategy"], json!({"type": "Recreate"}));
+    }
+
+    /// apiextensions-apiserver's naming and establishing controllers: a stored CRD reads back with its
+    /// names accepted, `NamesAccepted` and `Established` true, its storage version recorded.
+    #[test]
+    fn a_crd_reads_back_established() {
+        let mut crd = json!({"metadata": {"name": "widgets.example.com"}, "spec": {"group": "example.com",
+            "names": {"kind": "Widget", "plural": "widgets", "shortNames": ["wd"]}, "scope": "Namespaced",
+            "versions": [{"name": "v1", "served": true, "storage": false}, {"name": "v2", "served": true, "storage": true}]}});
+        let crds = info("apiextensions.k8s.io", "v1", "customresourcedefinitions");
+        apply(&crds, &mut crd, true);
+        let status = &crd["status"];
+        assert_eq!(
+            status["acceptedNames"],
+            json!({"kind": "Widget", "plural": "widgets", "shortNames": ["wd"], "singular": "widget", "listKind": "WidgetList"})
+        );
+        let conditions: Vec<(&str, &str, &str)> = status["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["type"].as_str().unwrap(),
+                    c["status"].as_str().unwrap(),
+                    c["reason"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            conditions,
+            [
+                ("NamesAccepted", "True", "NoConflicts"),
+                ("Established", "True", "InitialNamesAccepted")
+            ]
+        );
+        assert_eq!(status["storedVersions"], json!(["v2"]));
+        // A later storage version is added; the first stays recorded.
+        crd["spec"]["versions"][0]["storage"] = json!(true);
+        crd["spec"]["versions"][1]["storage"] = json!(false);
+        apply(&crds, &mut crd, false);
+        assert_eq!(crd["status"]["storedVersions"], json!(["v2", "v1"]));
     }
 }

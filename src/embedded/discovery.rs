@@ -20,7 +20,11 @@ const VERBS: [&str; 8] = [
 ];
 
 pub fn version() -> Value {
-    json!({"major": "1", "minor": "33", "gitVersion": "v1.33.0-quotagate-embedded", "gitCommit": "", "gitTreeState": "clean",
+    // The Kubernetes version whose API is modelled (kube-apiserver v1.36.3, emulating itself), so
+    // kubectl's version-skew warning is the one it gives against that server.
+    json!({"major": "1", "minor": "36", "emulationMajor": "1", "emulationMinor": "36",
+           "minCompatibilityMajor": "1", "minCompatibilityMinor": "35",
+           "gitVersion": "v1.36.3-quotagate-embedded", "gitCommit": "", "gitTreeState": "clean",
            "buildDate": "", "goVersion": "", "compiler": "rustc", "platform": "linux/amd64"})
 }
 
@@ -104,8 +108,15 @@ pub fn aggregated(reg: &Registry, core: bool) -> Value {
     json!({"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {}, "items": groups})
 }
 
-pub fn legacy_api() -> Value {
-    json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []})
+/// `/api`. `server`: the address the client reached the server at (its `Host`), which kube-apiserver
+/// lists for every client network (`0.0.0.0/0`) as its advertise address and port.
+pub fn legacy_api(server: Option<&str>) -> Value {
+    let addresses: Vec<Value> = server
+        .filter(|s| !s.is_empty())
+        .map(|s| json!({"clientCIDR": "0.0.0.0/0", "serverAddress": s}))
+        .into_iter()
+        .collect();
+    json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": addresses})
 }
 
 fn group_doc(reg: &Registry, g: &str) -> Value {
@@ -137,6 +148,15 @@ pub fn api_group(reg: &Registry, g: &str) -> Option<Value> {
         .then(|| group_doc(reg, g))
 }
 
+/// apiserver `discovery.StorageVersionHash`: the first 8 bytes of the SHA-256 of the storage
+/// version's `group/version/kind`, in base64. Each kind is stored in the version it is served in.
+pub fn storage_version_hash(group: &str, version: &str, kind: &str) -> String {
+    use base64::Engine;
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(format!("{group}/{version}/{kind}").as_bytes());
+    base64::engine::general_purpose::STANDARD.encode(&digest[..8])
+}
+
 /// `/api/v1` or `/apis/{g}/{v}` as an APIResourceList.
 pub fn resource_list(reg: &Registry, g: &str, v: &str) -> Option<Value> {
     let rs: Vec<&std::sync::Arc<ResourceInfo>> = reg
@@ -149,10 +169,17 @@ pub fn resource_list(reg: &Registry, g: &str, v: &str) -> Option<Value> {
     }
     let mut resources = Vec::new();
     for r in rs {
-        resources.push(
-            json!({"name": r.plural, "singularName": r.singular, "namespaced": r.namespaced, "kind": r.kind,
-                              "verbs": verbs(r), "shortNames": r.short_names, "categories": r.categories}),
-        );
+        // `metav1.APIResource`: empty short names and categories are left out (`omitempty`).
+        let mut main = json!({"name": r.plural, "singularName": r.singular, "namespaced": r.namespaced,
+                              "kind": r.kind, "verbs": verbs(r)});
+        if !r.short_names.is_empty() {
+            main["shortNames"] = json!(r.short_names);
+        }
+        if !r.categories.is_empty() {
+            main["categories"] = json!(r.categories);
+        }
+        main["storageVersionHash"] = json!(storage_version_hash(&r.group, &r.version, &r.kind));
+        resources.push(main);
         if super::scale::has_scale(r) {
             resources.push(json!({"name": format!("{}/scale", r.plural), "singularName": "", "namespaced": r.namespaced,
                 "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]}));
@@ -167,6 +194,8 @@ pub fn resource_list(reg: &Registry, g: &str, v: &str) -> Option<Value> {
             resources.push(json!({"name": format!("{}/{s}", r.plural), "singularName": "", "namespaced": r.namespaced, "kind": r.kind, "verbs": ["get"]}));
         }
     }
+    // The installer registers each group version's paths in name order.
+    resources.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
     let gv = if g.is_empty() {
         v.to_string()
     } else {
@@ -196,7 +225,8 @@ pub fn openapi_v3_root(reg: &Registry) -> Value {
 }
 
 /// One `patch` operation per kind, carrying `x-kubernetes-group-version-kind` and a `fieldValidation`
-/// parameter: what kubectl looks for before trusting the server to validate. No schemas.
+/// parameter: what kubectl looks for before trusting the server to validate; and the custom
+/// resource kinds' schemas, for `kubectl explain`.
 pub fn openapi_v3_gv(reg: &Registry, path: &str) -> Option<Value> {
     let (g, v) = match path.split('/').collect::<Vec<_>>().as_slice() {
         ["api", v] => (String::new(), v.to_string()),
@@ -226,7 +256,91 @@ pub fn openapi_v3_gv(reg: &Registry, path: &str) -> Option<Value> {
     if paths.is_empty() {
         return None;
     }
-    Some(
-        json!({"openapi": "3.0.0", "info": {"title": "quotagate embedded", "version": "v1"}, "paths": paths}),
-    )
+    // Each custom resource kind's schema, tagged with its kind, which is where `kubectl explain`
+    // looks a kind up (the built-in kinds have none here).
+    let mut schemas = serde_json::Map::new();
+    for r in reg.all().iter().filter(|r| r.group == g && r.version == v) {
+        if let Some(schema) = r.schema.as_ref().filter(|_| r.is_crd) {
+            let mut s = schema.get().clone();
+            if let Some(o) = s.as_object_mut() {
+                o.insert(
+                    "x-kubernetes-group-version-kind".into(),
+                    json!([{"group": r.group, "kind": r.kind, "version": r.version}]),
+                );
+            }
+            schemas.insert(crd_schema_name(r), s);
+        }
+    }
+    let mut doc =
+        json!({"openapi": "3.0.0", "info": {"title": "quotagate embedded", "version": "v1"}, "paths": paths});
+    if !schemas.is_empty() {
+        doc["components"] = json!({"schemas": schemas});
+    }
+    Some(doc)
+}
+
+/// The name apiextensions-apiserver publishes a CRD kind's schema under: its group's labels
+/// reversed, the version and the kind (`kueue.x-k8s.io` v1beta2 ClusterQueue ->
+/// `io.x-k8s.kueue.v1beta2.ClusterQueue`).
+fn crd_schema_name(r: &ResourceInfo) -> String {
+    let group: Vec<&str> = r.group.split('.').rev().collect();
+    format!("{}.{}.{}", group.join("."), r.version, r.kind)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The hashes kube-apiserver v1.36.3 lists for these kinds in `/api/v1` and `/apis/batch/v1`.
+    #[test]
+    fn storage_version_hashes_are_the_real_servers() {
+        assert_eq!(storage_version_hash("", "v1", "Pod"), "xPOwRZ+Yhw8=");
+        assert_eq!(storage_version_hash("", "v1", "ConfigMap"), "qFsyl6wFWjQ=");
+        assert_eq!(storage_version_hash("batch", "v1", "Job"), "mudhfqk/qZY=");
+    }
+
+    /// `kubectl explain` finds a custom resource kind among the document's schemas by its
+    /// `x-kubernetes-group-version-kind`, under the name apiextensions-apiserver publishes it with.
+    #[test]
+    fn a_crd_kinds_schema_is_published_for_explain() {
+        let crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition =
+            serde_json::from_value(json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": "widgets.example.quotagate.io"},
+                "spec": {"group": "example.quotagate.io", "scope": "Namespaced",
+                    "names": {"kind": "Widget", "plural": "widgets"},
+                    "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                        "type": "object", "properties": {"spec": {"type": "object", "description": "The widget.",
+                            "properties": {"size": {"type": "integer"}}}}}}}]}}))
+            .unwrap();
+        let doc = openapi_v3_gv(&Registry::new(&[crd]), "apis/example.quotagate.io/v1").unwrap();
+        let schema = &doc["components"]["schemas"]["io.quotagate.example.v1.Widget"];
+        assert_eq!(
+            schema["x-kubernetes-group-version-kind"],
+            json!([{"group": "example.quotagate.io", "kind": "Widget", "version": "v1"}])
+        );
+        assert_eq!(schema["properties"]["spec"]["description"], "The widget.");
+        // Built-in kinds publish no schema here.
+        assert!(
+            openapi_v3_gv(&Registry::new(&[]), "api/v1")
+                .unwrap()
+                .get("components")
+                .is_none()
+        );
+    }
+
+    /// `/apis/batch/v1`: name order, no empty `shortNames`, the status subresource after its kind.
+    #[test]
+    fn a_resource_list_is_in_name_order_without_empty_fields() {
+        let list = resource_list(&Registry::new(&[]), "batch", "v1").unwrap();
+        let names: Vec<&str> = list["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["jobs", "jobs/status"]);
+        assert!(list["resources"][0].get("shortNames").is_none());
+        assert_eq!(list["resources"][0]["categories"], json!(["all"]));
+        assert_eq!(list["resources"][0]["storageVersionHash"], "mudhfqk/qZY=");
+    }
 }

@@ -62,6 +62,21 @@ fn with_warnings(mut r: Response, warnings: &[String]) -> Response {
     r
 }
 
+/// A passing health check as kube-apiserver answers it (`healthz.handleRootHealth`): `ok` in plain text.
+fn health() -> Response {
+    let mut r = Response::new(Body::from("ok"));
+    let headers = r.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    r
+}
+
 fn error(e: &ApiError) -> Response {
     ok(e.code, &e.to_status())
 }
@@ -126,6 +141,8 @@ struct Target {
 
 enum Route {
     Version,
+    /// `/healthz`, `/livez`, `/readyz`: kube-apiserver's health checks, all passing once it serves.
+    Health,
     Api,
     Apis,
     Group(String),
@@ -161,6 +178,7 @@ fn route(srv: &EmbeddedServer, path: &str) -> Route {
     let segs: Vec<&str> = owned.iter().map(String::as_str).collect();
     let (group, version, rest) = match segs.as_slice() {
         ["version"] => return Route::Version,
+        ["healthz" | "livez" | "readyz"] => return Route::Health,
         ["api"] => return Route::Api,
         ["apis"] => return Route::Apis,
         ["apis", g] => return Route::Group(g.to_string()),
@@ -358,6 +376,7 @@ pub async fn handle(State(srv): State<Arc<EmbeddedServer>>, req: Request) -> Res
     }
     match route {
         Route::Version => ok(200, &discovery::version()),
+        Route::Health => health(),
         Route::Api if aggregated => json_response(
             200,
             &discovery::aggregated(&srv.registry, true),
@@ -368,7 +387,14 @@ pub async fn handle(State(srv): State<Arc<EmbeddedServer>>, req: Request) -> Res
             &discovery::aggregated(&srv.registry, false),
             discovery::AGGREGATED_CONTENT_TYPE,
         ),
-        Route::Api => ok(200, &discovery::legacy_api()),
+        Route::Api => {
+            let host = parts
+                .headers
+                .get(header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .or_else(|| parts.uri.authority().map(|a| a.as_str()));
+            ok(200, &discovery::legacy_api(host))
+        }
         Route::Apis => ok(200, &discovery::legacy_apis(&srv.registry)),
         Route::Group(g) => discovery::api_group(&srv.registry, &g)
             .map(|v| ok(200, &v))

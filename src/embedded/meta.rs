@@ -88,7 +88,14 @@ pub fn is_deleting(obj: &Value) -> bool {
 /// Kinds whose objects carry `metadata.generation` (all CRDs, Pods as in recent Kubernetes, and
 /// batch Jobs, whose strategy bumps it on a spec change: an elastic Job's slices are named by it).
 pub fn tracks_generation(info: &ResourceInfo) -> bool {
-    info.is_crd || info.plural == "pods" || (info.group == "batch" && info.plural == "jobs")
+    info.is_crd
+        || info.plural == "pods"
+        || matches!(
+            (info.group.as_str(), info.plural.as_str()),
+            ("batch", "jobs")
+                | ("apps", "deployments")
+                | ("apiextensions.k8s.io", "customresourcedefinitions")
+        )
 }
 
 /// The parts of an object whose change bumps `generation`: everything but metadata, and status too
@@ -362,7 +369,19 @@ pub fn prepare_update(info: &ResourceInfo, old: &Value, new: &Value, status_writ
     if !status_write {
         super::defaults::apply(info, &mut out, false);
     }
-    if tracks_generation(info) && spec_view(info, old) != spec_view(info, &out) {
+    // A Deployment's annotations bump it too: they are copied to its ReplicaSets (the deployment
+    // strategy's `PrepareForUpdate`).
+    // Semantic equality: no annotations and an empty map are the same.
+    let annotations = |o: &Value| {
+        o.get("metadata")
+            .and_then(|m| m.get("annotations"))
+            .and_then(Value::as_object)
+            .filter(|a| !a.is_empty())
+            .cloned()
+    };
+    let annotations_changed =
+        info.group == "apps" && info.plural == "deployments" && annotations(old) != annotations(&out);
+    if tracks_generation(info) && (spec_view(info, old) != spec_view(info, &out) || annotations_changed) {
         let g = old_meta.get("generation").and_then(Value::as_i64).unwrap_or(0);
         meta_mut(&mut out).insert("generation".into(), json!(g + 1));
     }
@@ -660,6 +679,43 @@ mod tests {
             true,
         );
         assert_eq!(status.pointer("/metadata/generation"), Some(&json!(2)));
+    }
+
+    /// kube-apiserver's Deployment strategy (`pkg/registry/apps/deployment/strategy.go`): `generation` 1
+    /// on create, bumped by a spec change and by an annotation change (annotations are copied to the
+    /// ReplicaSets), not by a label change.
+    #[test]
+    fn a_deployments_generation_follows_its_spec_and_annotations() {
+        let deployments = ResourceInfo {
+            group: "apps".into(),
+            plural: "deployments".into(),
+            kind: "Deployment".into(),
+            ..builtins().into_iter().find(|b| b.plural == "configmaps").unwrap()
+        };
+        let mut o = json!({"metadata": {"name": "d"}, "spec": {"replicas": 1}});
+        prepare_create(&deployments, &mut o, Some("d"), "u".into(), "t").unwrap();
+        assert_eq!(o.pointer("/metadata/generation"), Some(&json!(1)));
+        let labelled = prepare_update(
+            &deployments,
+            &o,
+            &json!({"metadata": {"name": "d", "labels": {"a": "b"}, "annotations": {}}, "spec": {"replicas": 1}}),
+            false,
+        );
+        assert_eq!(labelled.pointer("/metadata/generation"), Some(&json!(1)));
+        let annotated = prepare_update(
+            &deployments,
+            &labelled,
+            &json!({"metadata": {"name": "d", "annotations": {"note": "x"}}, "spec": {"replicas": 1}}),
+            false,
+        );
+        assert_eq!(annotated.pointer("/metadata/generation"), Some(&json!(2)));
+        let image = prepare_update(
+            &deployments,
+            &annotated,
+            &json!({"metadata": {"name": "d", "annotations": {"note": "x"}}, "spec": {"replicas": 2}}),
+            false,
+        );
+        assert_eq!(image.pointer("/metadata/generation"), Some(&json!(3)));
     }
 
     /// As the real server: `stringData` lands base64-encoded in `data`, winning over the same key, and

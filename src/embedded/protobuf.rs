@@ -333,6 +333,41 @@ mod tests {
     }
 
     #[test]
+    fn a_deployment_decodes_from_the_apps_messages() {
+        // Deployment (proto/api/apps/v1): metadata=1, spec=2 {replicas=1, selector=2 LabelSelector
+        // {matchLabels=1}, template=3 PodTemplateSpec {metadata=1 {labels=11}, spec=2 {containers=2
+        // {name=1, image=2}}}, strategy=4 {type=1}}, as `kubectl create deployment` sends it.
+        let labels = ld(11, &[ld(1, b"app"), ld(2, b"d1")].concat());
+        let container = [ld(1, b"nginx"), ld(2, b"nginx")].concat();
+        let template = [ld(1, &labels), ld(2, &ld(2, &container))].concat();
+        let spec = [
+            varint(1, 2),
+            ld(2, &ld(1, &[ld(1, b"app"), ld(2, b"d1")].concat())),
+            ld(3, &template),
+            ld(4, &[]),
+        ]
+        .concat();
+        let raw = [ld(1, &ld(1, b"d1")), ld(2, &spec), ld(3, &[])].concat();
+        let deployment = ResourceInfo {
+            group: "apps".into(),
+            version: "v1".into(),
+            kind: "Deployment".into(),
+            plural: "deployments".into(),
+            ..info("", "ConfigMap")
+        };
+        let v = decode(&body("apps/v1", "Deployment", &raw), &deployment).unwrap();
+        assert_eq!(v["apiVersion"], "apps/v1");
+        assert_eq!(v["metadata"]["name"], "d1");
+        assert_eq!(v["spec"]["replicas"], 2);
+        assert_eq!(v["spec"]["selector"], json!({"matchLabels": {"app": "d1"}}));
+        assert_eq!(v["spec"]["template"]["metadata"]["labels"], json!({"app": "d1"}));
+        assert_eq!(
+            v["spec"]["template"]["spec"]["containers"],
+            json!([{"name": "nginx", "image": "nginx"}])
+        );
+    }
+
+    #[test]
     fn apimachinery_types_have_their_json_form() {
         // Lease spec: holderIdentity=1, leaseDurationSeconds=2, acquireTime=3 MicroTime{seconds=1,nanos=2}.
         let micro = [varint(1, 1_700_000_000), varint(2, 123_456_789)].concat();

@@ -43,7 +43,7 @@ pub fn validate_job(obj: &Value, old: Option<&Value>, errs: &mut Vec<FieldError>
 
 /// Whether a `metav1.LabelSelector` selects `labels` (`LabelSelectorAsSelector(..).Matches`): every
 /// `matchLabels` pair and every `matchExpressions` requirement holds; an empty selector selects all.
-fn selects(sel: &Value, labels: &Value) -> bool {
+pub(super) fn selects(sel: &Value, labels: &Value) -> bool {
     let label = |k: &str| labels.get(k).and_then(Value::as_str);
     let pairs = sel.get("matchLabels").and_then(Value::as_object);
     if pairs.into_iter().flatten().any(|(k, v)| label(k) != v.as_str()) {

@@ -13,6 +13,7 @@ use serde_json::Value;
 use super::registry::ResourceInfo;
 use crate::api::validation::{ErrorType, FieldError, Path};
 
+mod apps;
 mod batch;
 mod config;
 mod coordination;
@@ -38,12 +39,17 @@ pub fn validate(info: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<Fi
         ("", "events") => events::validate_core_event(obj, &mut errs),
         ("events.k8s.io", "events") => events::validate_events_event(obj, &mut errs),
         ("batch", "jobs") => batch::validate_job(obj, old, &mut errs),
+        ("apps", "deployments") => apps::validate_deployment(obj, &mut errs),
         ("coordination.k8s.io", "leases") => coordination::validate_lease(obj, &mut errs),
         ("discovery.k8s.io", "endpointslices") => discovery::validate_endpoint_slice(obj, &mut errs),
         ("rbac.authorization.k8s.io", "roles") => rbac::validate_role(obj, true, &mut errs),
         ("rbac.authorization.k8s.io", "clusterroles") => rbac::validate_role(obj, false, &mut errs),
-        ("rbac.authorization.k8s.io", "rolebindings") => rbac::validate_binding(obj, true, &mut errs),
-        ("rbac.authorization.k8s.io", "clusterrolebindings") => rbac::validate_binding(obj, false, &mut errs),
+        ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings") => {
+            rbac::validate_binding(obj, info.plural == "rolebindings", &mut errs);
+            if let Some(old) = old {
+                rbac::validate_binding_update(obj, old, &mut errs);
+            }
+        }
         _ => {}
     }
     errs

@@ -52,6 +52,29 @@ pub fn validate_role(obj: &Value, namespaced: bool, errs: &mut Vec<FieldError>) 
     }
 }
 
+/// On update, a binding's `roleRef` may not change (`ValidateRoleBindingUpdate`,
+/// `ValidateClusterRoleBindingUpdate`): the value is the JSON of the internal `rbac.RoleRef`, whose
+/// fields have no JSON tags (so their Go names).
+pub fn validate_binding_update(obj: &Value, old: &Value, errs: &mut Vec<FieldError>) {
+    let field = |v: &Value, f: &str| {
+        str_at(v.get("roleRef").unwrap_or(&Value::Null), f)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let same = ["apiGroup", "kind", "name"]
+        .iter()
+        .all(|f| field(obj, f) == field(old, f));
+    if !same {
+        errs.push(FieldError::invalid(
+            &Path::root("roleRef"),
+            format!(
+                "{}: cannot change roleRef",
+                json!({"APIGroup": field(obj, "apiGroup"), "Kind": field(obj, "kind"), "Name": field(obj, "name")})
+            ),
+        ));
+    }
+}
+
 /// A RoleBinding (`namespaced`) or ClusterRoleBinding: the role it names and each subject.
 pub fn validate_binding(obj: &Value, namespaced: bool, errs: &mut Vec<FieldError>) {
     let role_ref = obj.get("roleRef").unwrap_or(&Value::Null);

@@ -646,3 +646,81 @@ fn other_kinds_are_refused_in_the_real_servers_words() {
         ],
     );
 }
+
+/// kubernetes pkg/apis/rbac/validation `ValidateRoleBindingUpdate`: `roleRef` is fixed once bound; the
+/// subjects may change.
+#[test]
+fn a_bindings_role_ref_cannot_change() {
+    let s = store();
+    let rb = info("rbac.authorization.k8s.io", "rolebindings");
+    let binding = |role: &str| {
+        json!({"metadata": {"name": "rb1"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+               "subjects": [{"kind": "ServiceAccount", "name": "sa1"}]})
+    };
+    s.create(&rb, Some("default"), binding("r1"), false)
+        .expect("a valid binding");
+    let mut same = binding("r1");
+    same["subjects"][0]["name"] = json!("sa2");
+    s.update(&rb, Some("default"), "rb1", same, false, false)
+        .expect("the subjects may change");
+    let e = s
+        .update(&rb, Some("default"), "rb1", binding("other"), false, false)
+        .unwrap_err();
+    assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
+    assert_eq!(
+        e.message,
+        r#"RoleBinding.rbac.authorization.k8s.io "rb1" is invalid: roleRef: Invalid value: {"APIGroup":"rbac.authorization.k8s.io","Kind":"Role","Name":"other"}: cannot change roleRef"#
+    );
+}
+
+/// kubernetes pkg/apis/apps/validation `ValidateDeploymentSpec` and
+/// `ValidatePodTemplateSpecForReplicaSet`, on a Deployment (served in real-cluster mode).
+#[test]
+fn deployments_are_refused_in_the_real_servers_words() {
+    let deployments = ResourceInfo {
+        group: "apps".into(),
+        version: "v1".into(),
+        kind: "Deployment".into(),
+        plural: "deployments".into(),
+        ..info("", "configmaps")
+    };
+    let errs = |spec: Value| -> Vec<String> {
+        super::validate(
+            &deployments,
+            &json!({"metadata": {"name": "d"}, "spec": spec}),
+            None,
+        )
+        .iter()
+        .map(|e| format!("{}: {}", e.field, e.message))
+        .collect()
+    };
+    let template = |labels: Value, restart: &str| {
+        json!({"metadata": {"labels": labels}, "spec": {"restartPolicy": restart, "dnsPolicy": "ClusterFirst",
+            "containers": [{"name": "c", "image": "nginx", "imagePullPolicy": "Always",
+                            "terminationMessagePolicy": "File"}]}})
+    };
+    assert_eq!(
+        errs(
+            json!({"selector": {"matchLabels": {"app": "one"}}, "template": template(json!({"app": "one"}), "Always")})
+        ),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        errs(
+            json!({"replicas": -1, "selector": {"matchLabels": {"app": "one"}}, "template": template(json!({"app": "two"}), "Never")})
+        ),
+        [
+            "spec.replicas: -1: must be greater than or equal to 0",
+            r#"spec.template.metadata.labels: {"app":"two"}: `selector` does not match template `labels`"#,
+            r#"spec.template.spec.restartPolicy: "Never": supported values: "Always""#,
+        ]
+    );
+    assert_eq!(
+        errs(json!({"selector": {}, "template": template(json!({"app": "one"}), "Always")})),
+        ["spec.selector: {}: empty selector is invalid for deployment"]
+    );
+    assert_eq!(
+        errs(json!({"template": template(json!({"app": "one"}), "Always")})),
+        ["spec.selector: "]
+    );
+}
