@@ -122,9 +122,10 @@ fn value_heap(v: &Value) -> usize {
             } else {
                 (n * 8).div_ceil(7).next_power_of_two()
             };
-            let capacity = if buckets < 8 { buckets - 1 } else { buckets / 8 * 7 };
+            // The entries: exactly `n`, as the store rebuilds each map at its length
+            // (`store::exact_size`).
             alloc(buckets * std::mem::size_of::<usize>() + buckets + 16)
-                + alloc(capacity.max(n) * BUCKET)
+                + alloc(n * BUCKET)
                 + m.iter()
                     .map(|(k, v)| alloc(k.len()) + value_heap(v))
                     .sum::<usize>()
