@@ -56,6 +56,8 @@ mod workflows;
 #[path = "real_control_plane/leader.rs"]
 mod leader;
 
+#[path = "real_control_plane/agent_planes.rs"]
+mod agent_planes;
 #[path = "real_control_plane/bench.rs"]
 mod bench;
 #[path = "real_control_plane/done_when.rs"]

@@ -2,31 +2,45 @@
 //! the agent simulates gets an address of the process runtime's pod network (`lend_address`, on its
 //! bridge), and there the agent serves the Ray dashboard simulator on the head's dashboard port (Ray's
 //! Serve REST API: `PUT`, `GET`, `DELETE /api/serve/applications/`) and the Serve proxy's health route
-//! on its serve port (`GET /-/healthz`). The real EndpointSlice controller lists that address behind
+//! on its serve port (`GET /-/healthz`, and any other path answered as the Serve application would,
+//! naming the head, so traffic through a Service or the Gateway data plane shows which cluster served
+//! it), and Ray's job submission API on the dashboard port (`/api/jobs/`: submit, read, stop, delete,
+//! logs, list; the simulator's jobs, `rayservice::dashboard::sim::jobs`), so a RayJob whose manager runs
+//! in the cluster submits and follows its job over HTTP as on any cluster. The real EndpointSlice controller lists that address behind
 //! the head Service, and the agent's Service proxy gives the Service a name and an address in the
 //! pods' hosts files, so the manager's dashboard client dials `http://<head svc>.<ns>.svc.cluster.
 //! local:8265` as it would on any cluster and no `--simulated-ray-dashboards` is needed. Each head is
 //! its own simulated Serve instance, fresh when the pod starts (as a head without GCS fault tolerance).
+//!
+//! A head's address is returned when its pod is gone: by the node agent's own removal of a terminating
+//! pod, and, for a pod force-deleted (removed from the API without passing through the agent), by
+//! `follow_removals`, which watches pods and releases every served head whose pod was deleted or is
+//! missing from a relist.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
+use futures::StreamExt;
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use k8s_openapi::api::core::v1::Pod;
+use kube::api::Api;
+use kube::runtime::{WatchStreamExt, watcher};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 use crate::embedded::sim::node::PodAddresses;
 use crate::embedded::sim::process::ProcessRuntime;
+use crate::rayservice::dashboard::jobs::{DeleteResponse, LogsResponse, StopResponse};
 use crate::rayservice::dashboard::sim::RaySim;
 use crate::rayservice::dashboard::{
-    DEFAULT_DASHBOARD_PORT, DashboardEndpoint, DashboardError, RayDashboard, ServeConfig,
+    DEFAULT_DASHBOARD_PORT, DashboardEndpoint, DashboardError, JobSubmitRequest, RayDashboard, RayJobsApi,
+    ServeConfig,
 };
 
 /// KubeRay's default Serve port (the head's `serve` container port).
@@ -98,6 +112,11 @@ impl Heads {
         let key = format!("http://{ip}:{dashboard}");
         self.sim.start_cluster(&key);
         let mut tasks = Vec::new();
+        let head = format!(
+            "{}/{}",
+            pod.metadata.namespace.as_deref().unwrap_or(""),
+            pod.metadata.name.as_deref().unwrap_or("")
+        );
         for (p, role) in [(dashboard, Role::Dashboard), (serve, Role::Proxy)] {
             let addr = SocketAddr::from((ip, p));
             let listener = match std::net::TcpListener::bind(addr)
@@ -114,12 +133,12 @@ impl Heads {
                 sim: self.sim.clone(),
                 key: key.clone(),
                 proxy_url: format!("http://{ip}:{serve}"),
+                head: head.clone(),
                 role,
             };
             tasks.push(tokio::spawn(accept(listener, Arc::new(handler))));
         }
-        tracing::info!(pod = %format!("{}/{}", pod.metadata.namespace.as_deref().unwrap_or(""), pod.metadata.name.as_deref().unwrap_or("")),
-            %ip, dashboard, serve, "node agent: a simulated Ray head's dashboard is served at its pod address");
+        tracing::info!(pod = %head, %ip, dashboard, serve, "node agent: a simulated Ray head's dashboard is served at its pod address");
         Some(Served { ip, key, tasks })
     }
 }
@@ -156,6 +175,68 @@ impl PodAddresses for Heads {
     }
 }
 
+/// Which served heads' pods are gone, from a pod watch: a deleted pod, or (after a relist, when the
+/// watch was broken while a pod was force-deleted) a served pod the list no longer holds.
+#[derive(Default)]
+struct Removals {
+    /// UIDs of the relist under way.
+    listed: HashSet<String>,
+}
+
+impl Removals {
+    /// The served UIDs (of `served`) to release after `event`.
+    fn gone(&mut self, event: watcher::Event<Pod>, served: &[String]) -> Vec<String> {
+        match event {
+            watcher::Event::Delete(p) => p
+                .metadata
+                .uid
+                .into_iter()
+                .filter(|u| served.contains(u))
+                .collect(),
+            watcher::Event::Init => {
+                self.listed.clear();
+                Vec::new()
+            }
+            watcher::Event::InitApply(p) => {
+                self.listed.extend(p.metadata.uid);
+                Vec::new()
+            }
+            watcher::Event::InitDone => served
+                .iter()
+                .filter(|u| !self.listed.contains(*u))
+                .cloned()
+                .collect(),
+            watcher::Event::Apply(_) => Vec::new(),
+        }
+    }
+}
+
+impl Heads {
+    fn served_uids(&self) -> Vec<String> {
+        self.served
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .keys()
+            .cloned()
+            .collect()
+    }
+
+    /// Releases each served head whose pod leaves the API, however it left (a force-deleted pod is
+    /// never seen terminating by the agent), until the watch ends (never, while the API is up).
+    pub(super) async fn follow_removals(self: Arc<Self>, client: kube::Client) {
+        let pods = watcher(Api::<Pod>::all(client), watcher::Config::default());
+        let mut events = std::pin::pin!(pods.default_backoff());
+        let mut removals = Removals::default();
+        while let Some(e) = events.next().await {
+            let Ok(e) = e else { continue };
+            for uid in removals.gone(e, &self.served_uids()) {
+                tracing::info!(%uid, "node agent: a simulated Ray head's pod is gone; its address is released");
+                self.release(&uid);
+            }
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Role {
     Dashboard,
@@ -166,6 +247,8 @@ struct Handler {
     sim: Arc<RaySim>,
     key: String,
     proxy_url: String,
+    /// The head pod's `namespace/name`, in the Serve proxy's answers.
+    head: String,
     role: Role,
 }
 
@@ -199,7 +282,9 @@ fn error_answer(e: &DashboardError) -> Response<Full<Bytes>> {
     match e {
         DashboardError::Rejected { message } => answer(StatusCode::BAD_REQUEST, message.clone()),
         DashboardError::InvalidConfig(m) => answer(StatusCode::BAD_REQUEST, m.clone()),
-        DashboardError::Unauthorized { status, body } | DashboardError::Client { status, body } => answer(
+        DashboardError::Unauthorized { status, body }
+        | DashboardError::Client { status, body }
+        | DashboardError::Server { status, body } => answer(
             StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_REQUEST),
             body.clone(),
         ),
@@ -221,12 +306,20 @@ impl Handler {
     async fn respond(&self, method: &Method, path: &str, body: &[u8]) -> Response<Full<Bytes>> {
         let ep = DashboardEndpoint::new(self.key.clone());
         if self.role == Role::Proxy {
-            // The Serve proxy: healthy (and serving) once an application runs.
+            // The Serve proxy: healthy (and serving) once an application runs. Any other path is a
+            // request to the application, answered with the head that served it.
             return match self.sim.proxy_healthy(&ep, &self.proxy_url).await {
-                Ok(true) => answer(StatusCode::OK, "success"),
+                Ok(true) if path == "/-/healthz" => answer(StatusCode::OK, "success"),
+                Ok(true) => answer(
+                    StatusCode::OK,
+                    format!("served by the simulated Ray head {}\n", self.head),
+                ),
                 Ok(false) => answer(StatusCode::SERVICE_UNAVAILABLE, "no Serve application is running"),
                 Err(e) => error_answer(&e),
             };
+        }
+        if let Some(rest) = path.strip_prefix("/api/jobs") {
+            return self.jobs(method, rest, body, &ep).await;
         }
         if path.trim_end_matches('/') != "/api/serve/applications" {
             return answer(StatusCode::NOT_FOUND, "not found");
@@ -256,6 +349,105 @@ impl Handler {
             _ => answer(StatusCode::METHOD_NOT_ALLOWED, "method not allowed"),
         }
     }
+
+    /// Ray's job submission API (`rest` follows `/api/jobs`), played by the simulator's jobs.
+    async fn jobs(
+        &self,
+        method: &Method,
+        rest: &str,
+        body: &[u8],
+        ep: &DashboardEndpoint,
+    ) -> Response<Full<Bytes>> {
+        let (id, tail) = match job_route(rest) {
+            Ok(r) => r,
+            Err(msg) => return answer(StatusCode::NOT_FOUND, msg),
+        };
+        match (method.clone(), id.as_deref(), tail) {
+            (Method::POST, None, "") => {
+                let request: JobSubmitRequest = match serde_json::from_slice(body) {
+                    Ok(r) => r,
+                    Err(e) => return answer(StatusCode::BAD_REQUEST, format!("the job submission: {e}")),
+                };
+                match self.sim.submit_job(ep, &request).await {
+                    Ok(r) => json(&r),
+                    Err(e) => error_answer(&e),
+                }
+            }
+            (Method::GET, None, "") => {
+                let mut all = Vec::new();
+                for id in self.sim.job_ids(&self.key) {
+                    if let Ok(Some(d)) = self.sim.job_info(ep, &id).await {
+                        all.push(d);
+                    }
+                }
+                json(&all)
+            }
+            (Method::GET, Some(id), "") => match self.sim.job_info(ep, id).await {
+                Ok(Some(d)) => json(&d),
+                Ok(None) => answer(StatusCode::NOT_FOUND, format!("Job {id} does not exist")),
+                Err(e) => error_answer(&e),
+            },
+            (Method::DELETE, Some(id), "") => match self.sim.delete_job(ep, id).await {
+                Ok(deleted) => json(&DeleteResponse { deleted }),
+                Err(e) => error_answer(&e),
+            },
+            (Method::POST, Some(id), "/stop") => match self.sim.stop_job(ep, id).await {
+                Ok(stopped) => json(&StopResponse { stopped }),
+                Err(e) => error_answer(&e),
+            },
+            (Method::GET, Some(id), "/logs") => match self.sim.job_logs(ep, id).await {
+                Ok(logs) => json(&LogsResponse { logs }),
+                Err(e) => error_answer(&e),
+            },
+            (_, _, "" | "/stop" | "/logs") => answer(StatusCode::METHOD_NOT_ALLOWED, "method not allowed"),
+            _ => answer(StatusCode::NOT_FOUND, "not found"),
+        }
+    }
+}
+
+/// A 200 with `v` as JSON.
+fn json<T: serde::Serialize>(v: &T) -> Response<Full<Bytes>> {
+    answer(StatusCode::OK, serde_json::to_vec(v).unwrap_or_default())
+}
+
+/// What follows `/api/jobs`: the collection (`""`, `"/"`), or a job's id (percent-decoded, as the
+/// client encodes it: `jobs::job_path`) and its tail (`""`, `"/stop"`, `"/logs"`).
+fn job_route(rest: &str) -> Result<(Option<String>, &str), String> {
+    let Some(rest) = rest.strip_prefix('/') else {
+        return if rest.is_empty() {
+            Ok((None, ""))
+        } else {
+            Err("not found".into())
+        };
+    };
+    if rest.is_empty() {
+        return Ok((None, ""));
+    }
+    let (raw, tail) = match rest.find('/') {
+        Some(i) => rest.split_at(i),
+        None => (rest, ""),
+    };
+    Ok((Some(percent_decode(raw)?), tail.trim_end_matches('/')))
+}
+
+/// `%XX` escapes decoded; a bad escape or a result that is not UTF-8 is refused.
+fn percent_decode(raw: &str) -> Result<String, String> {
+    let bad = || format!("the job id {raw:?} is not a valid percent-encoded string");
+    let b = raw.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = b.get(i + 1..i + 3).ok_or_else(bad)?;
+            let hex = std::str::from_utf8(hex).map_err(|_| bad())?;
+            out.push(u8::from_str_radix(hex, 16).map_err(|_| bad())?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| bad())
 }
 
 #[cfg(test)]
@@ -263,7 +455,7 @@ mod tests {
     use super::*;
     use crate::rayservice::dashboard::http::decode_serve_details;
     use crate::rayservice::dashboard::sim::SimOptions;
-    use crate::rayservice::dashboard::{AppStatus, DashboardError};
+    use crate::rayservice::dashboard::{AppStatus, DashboardError, JobDetails};
     use std::time::Duration;
 
     async fn body(r: Response<Full<Bytes>>) -> (StatusCode, Bytes) {
@@ -282,6 +474,7 @@ mod tests {
             sim: sim.clone(),
             key: key.clone(),
             proxy_url: "http://10.244.128.5:8000".into(),
+            head: "ns/rc-head".into(),
             role,
         };
         let (dash, proxy) = (handler(Role::Dashboard), handler(Role::Proxy));
@@ -317,7 +510,121 @@ mod tests {
             DashboardError::from_status(400, &msg),
             DashboardError::Rejected { .. }
         ));
-        let (status, _) = body(dash.respond(&Method::GET, "/api/jobs/", b"").await).await;
+        let (status, got) = body(proxy.respond(&Method::GET, "/fruit", b"").await).await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(String::from_utf8_lossy(&got).contains("ns/rc-head"), "{got:?}");
+    }
+
+    /// What the manager's HTTP jobs client sends (KubeRay's `dashboard_httpclient.go`: submit, read,
+    /// stop, delete, logs), answered as a real head would and decoded by the client's own decoders.
+    #[tokio::test(start_paused = true)]
+    async fn a_simulated_head_answers_the_jobs_client() {
+        use crate::rayservice::dashboard::jobs::{JobSubmitResponse, decode, job_path};
+        let sim = Arc::new(RaySim::new(SimOptions::default()));
+        let key = "http://10.244.128.6:8265".to_string();
+        sim.start_cluster(&key);
+        let dash = Handler {
+            sim: sim.clone(),
+            key: key.clone(),
+            proxy_url: "http://10.244.128.6:8000".into(),
+            head: "ns/rj-head".into(),
+            role: Role::Dashboard,
+        };
+        let id = "rj/abc 1";
+        let submit = serde_json::to_vec(&JobSubmitRequest {
+            entrypoint: "python -c \"import time; time.sleep(2)\"".into(),
+            submission_id: Some(id.into()),
+            ..Default::default()
+        })
+        .unwrap();
+        let (status, got) = body(dash.respond(&Method::POST, "/api/jobs/", &submit).await).await;
+        assert_eq!(status, StatusCode::OK, "{got:?}");
+        assert_eq!(decode::<JobSubmitResponse>(&got).unwrap().submission_id, id);
+        let (status, _) = body(dash.respond(&Method::POST, "/api/jobs/", &submit).await).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "the same submission id twice");
+        let path = job_path(id, "");
+        assert_ne!(path, format!("/api/jobs/{id}"), "the client encodes the id");
+        let (status, got) = body(dash.respond(&Method::GET, &path, b"").await).await;
+        assert_eq!(status, StatusCode::OK);
+        let d: JobDetails = decode(&got).unwrap();
+        assert_eq!(d.submission_id.as_deref(), Some(id));
+        let (status, _) = body(dash.respond(&Method::DELETE, &path, b"").await).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "a running job is not deleted");
+        tokio::time::advance(Duration::from_secs(30)).await;
+        let (_, got) = body(dash.respond(&Method::GET, &path, b"").await).await;
+        assert_eq!(decode::<JobDetails>(&got).unwrap().status, "SUCCEEDED");
+        let (status, got) = body(dash.respond(&Method::GET, &job_path(id, "/logs"), b"").await).await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(
+            decode::<LogsResponse>(&got)
+                .unwrap()
+                .logs
+                .contains("Running entrypoint")
+        );
+        let (_, got) = body(dash.respond(&Method::POST, &job_path(id, "/stop"), b"").await).await;
+        assert!(!decode::<StopResponse>(&got).unwrap().stopped, "it had ended");
+        let (_, got) = body(dash.respond(&Method::GET, "/api/jobs/", b"").await).await;
+        assert_eq!(decode::<Vec<JobDetails>>(&got).unwrap().len(), 1);
+        let (_, got) = body(dash.respond(&Method::DELETE, &path, b"").await).await;
+        assert!(decode::<DeleteResponse>(&got).unwrap().deleted);
+        let (status, _) = body(dash.respond(&Method::GET, &path, b"").await).await;
+        assert_eq!(
+            status,
+            StatusCode::NOT_FOUND,
+            "the client reads 404 as no such job"
+        );
+        let (status, _) = body(dash.respond(&Method::GET, "/api/jobs/%zz", b"").await).await;
         assert_eq!(status, StatusCode::NOT_FOUND);
+        let (status, _) = body(dash.respond(&Method::PUT, &path, b"").await).await;
+        assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+        let (status, _) = body(dash.respond(&Method::POST, "/api/jobs/", b"{").await).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+    }
+
+    #[test]
+    fn job_routes_and_ids() {
+        assert_eq!(job_route(""), Ok((None, "")));
+        assert_eq!(job_route("/"), Ok((None, "")));
+        assert_eq!(
+            job_route("/a%2F..%2Fb/stop"),
+            Ok((Some("a/../b".into()), "/stop"))
+        );
+        assert_eq!(job_route("/x/logs/"), Ok((Some("x".into()), "/logs")));
+        assert!(job_route("xyz").is_err());
+        for bad in ["%", "%4", "%g1", "%ff"] {
+            let err = percent_decode(bad).unwrap_err();
+            assert!(err.contains("job id"), "{bad}: {err}");
+        }
+    }
+
+    fn pod(uid: &str) -> Pod {
+        serde_json::from_value(serde_json::json!({"metadata": {"name": uid, "uid": uid}})).unwrap()
+    }
+
+    /// The address release: a deleted head pod's UID, and after a relist every served pod the list
+    /// no longer holds (force-deleted while the watch was broken); other pods are not released.
+    #[test]
+    fn removed_heads_are_released_however_they_went() {
+        let served = vec!["h1".to_string(), "h2".to_string(), "h3".to_string()];
+        let mut r = Removals::default();
+        assert!(r.gone(watcher::Event::Apply(pod("h1")), &served).is_empty());
+        assert_eq!(r.gone(watcher::Event::Delete(pod("h1")), &served), ["h1"]);
+        assert!(
+            r.gone(watcher::Event::Delete(pod("worker")), &served).is_empty(),
+            "not a served head"
+        );
+        assert!(r.gone(watcher::Event::Init, &served).is_empty());
+        assert!(r.gone(watcher::Event::InitApply(pod("h2")), &served).is_empty());
+        assert!(
+            r.gone(watcher::Event::InitApply(pod("other")), &served)
+                .is_empty()
+        );
+        assert_eq!(r.gone(watcher::Event::InitDone, &served), ["h1", "h3"]);
+        // A second relist starts afresh.
+        assert!(r.gone(watcher::Event::Init, &served).is_empty());
+        for u in &served {
+            r.gone(watcher::Event::InitApply(pod(u)), &served);
+        }
+        assert!(r.gone(watcher::Event::InitDone, &served).is_empty());
     }
 }

@@ -10,8 +10,10 @@
 //! as this machine's binary in a network namespace (`embedded::sim::process`), simulates every other
 //! pod, and serves the simulated Ray heads' dashboards at their pod addresses (`heads.rs`) with a
 //! Service proxy giving Services names and addresses in the process-run pods (`embedded::sim::proxy`),
-//! so the in-cluster manager works as on any cluster. Without root or iproute2 it says why and
-//! simulates every pod. `sim` simulates every pod; `process` also runs `rayproject/ray` as real Ray.
+//! so the in-cluster manager works as on any cluster. That Service proxy is also the Gateway data
+//! plane, with the embedded cluster's gateway controller (`embedded::sim::gateway`) reporting
+//! Gateways and HTTPRoutes as it serves them. Without root or iproute2 it says why and simulates
+//! every pod (and serves no Gateway: nothing would carry the traffic). `sim` simulates every pod; `process` also runs `rayproject/ray` as real Ray.
 
 mod heads;
 
@@ -177,6 +179,10 @@ pub(crate) async fn run(args: NodeAgentArgs) -> anyhow::Result<()> {
         let sim = std::sync::Arc::new(crate::rayservice::dashboard::sim::RaySim::new(Default::default()));
         heads::Heads::new(rt.clone(), sim)
     });
+    // The Service proxy is also the Gateways' data plane, as in the embedded cluster.
+    let proxy = runtime
+        .as_ref()
+        .map(|rt| crate::embedded::sim::proxy::ServiceProxy::new(rt));
     let cfg = crate::embedded::sim::node::NodeAgentConfig {
         node_name: names[0].clone(),
         start_delay: args.pod_start_delay,
@@ -189,7 +195,9 @@ pub(crate) async fn run(args: NodeAgentArgs) -> anyhow::Result<()> {
             vec!["quotagate".into()]
         },
         runtime: runtime.clone(),
-        addresses: heads.map(|h| h as std::sync::Arc<dyn crate::embedded::sim::node::PodAddresses>),
+        addresses: heads
+            .clone()
+            .map(|h| h as std::sync::Arc<dyn crate::embedded::sim::node::PodAddresses>),
         ..Default::default()
     };
     let removals = async {
@@ -199,12 +207,25 @@ pub(crate) async fn run(args: NodeAgentArgs) -> anyhow::Result<()> {
         }
     };
     let services = async {
-        match &runtime {
-            Some(rt) => {
-                crate::embedded::sim::proxy::ServiceProxy::new(rt)
-                    .run(client.clone())
-                    .await
+        match &proxy {
+            Some(p) => p.clone().run(client.clone()).await,
+            None => std::future::pending().await,
+        }
+    };
+    // The gateway controller: Gateways Programmed at the data plane's address once their listeners
+    // are bound, HTTPRoutes accepted once the routing table holds their generation. Without a data
+    // plane (`--runtime sim`) nothing would carry the traffic, so it does not run.
+    let gateways = async {
+        match &proxy {
+            Some(p) => {
+                crate::embedded::sim::gateway::run(client.clone(), Default::default(), Some(p.clone())).await
             }
+            None => std::future::pending().await,
+        }
+    };
+    let head_removals = async {
+        match &heads {
+            Some(h) => h.clone().follow_removals(client.clone()).await,
             None => std::future::pending().await,
         }
     };
@@ -213,6 +234,8 @@ pub(crate) async fn run(args: NodeAgentArgs) -> anyhow::Result<()> {
         _ = crate::embedded::sim::node::run(client.clone(), cfg) => {}
         _ = removals => {}
         _ = services => {}
+        _ = gateways => {}
+        _ = head_removals => {}
         _ = super::apiserver::shutdown_signal() => {
             // As a kubelet: the Nodes stay; their Leases lapse and the node lifecycle controller
             // marks them NotReady.
