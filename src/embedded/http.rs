@@ -36,8 +36,10 @@ mod proxy;
 /// The real API server's request body limit (3 MiB); larger bodies get 413.
 pub const MAX_BODY: usize = 3 * 1024 * 1024;
 
+/// A JSON answer as kube-apiserver's serializer writes it (Go's `json.Encoder`: a newline ends it).
 fn json_response(code: u16, body: &Value, content_type: &str) -> Response {
-    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    let mut bytes = serde_json::to_vec(body).unwrap_or_default();
+    bytes.push(b'\n');
     let mut r = Response::new(Body::from(bytes));
     *r.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     if let Ok(v) = HeaderValue::from_str(content_type) {
@@ -375,7 +377,15 @@ pub async fn handle(State(srv): State<Arc<EmbeddedServer>>, req: Request) -> Res
         )));
     }
     match route {
-        Route::Version => ok(200, &discovery::version()),
+        // `/version` is written by `WriteRawJSON`: indented, with no newline after it.
+        Route::Version => {
+            let mut r = Response::new(Body::from(
+                serde_json::to_vec_pretty(&discovery::version()).unwrap_or_default(),
+            ));
+            r.headers_mut()
+                .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            r
+        }
         Route::Health => health(),
         Route::Api if aggregated => json_response(
             200,
