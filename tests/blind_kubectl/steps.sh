@@ -7,6 +7,9 @@ quotagate-crds | kubectl apply --server-side --force-conflicts -f - >/dev/null &
 
 ### ns-create
 kubectl create namespace blind
+# A real cluster's controller manager publishes kube-root-ca.crt into a new namespace soon after;
+# wait for it quietly (at most about 5 s; the embedded server has none) so no later block races it.
+for _ in $(seq 25); do kubectl -n blind get configmap kube-root-ca.crt >/dev/null 2>&1 && break; sleep 0.2; done
 
 ### ns-create-again
 kubectl create namespace blind
