@@ -185,6 +185,29 @@ impl Kubectl {
             std::thread::sleep(Duration::from_millis(500));
         }
     }
+
+    /// Waits (at most 4 minutes) for the shipped manager Deployment in `quotagate-system` to be
+    /// Available, and returns it.
+    fn manager_available(&self) -> Value {
+        self.wait_for(
+            &[
+                "get",
+                "deployment",
+                "quotagate-controller-manager",
+                "-n",
+                "quotagate-system",
+            ],
+            Duration::from_secs(240),
+            "the Deployment Available",
+            |d| {
+                d["status"]["conditions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|c| c["type"] == "Available" && c["status"] == "True")
+            },
+        )
+    }
 }
 
 fn quotagate(args: &[&str]) -> String {

@@ -194,18 +194,7 @@ fn node_agent_serves_the_job_api_the_gateway_and_frees_head_addresses() {
             .1;
         format!("managers:\n{managers}\nnode agent:\n{}", agent.log())
     };
-    k.wait_for(
-        &["get", "deployment", "quotagate-controller-manager", ns[0], ns[1]],
-        Duration::from_secs(240),
-        "the Deployment Available",
-        |d| {
-            d["status"]["conditions"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|c| c["type"] == "Available" && c["status"] == "True")
-        },
-    );
+    k.manager_available();
     println!("Deployment Available after {:?}", started.elapsed());
     // The webhook may take a moment to answer for the queue objects.
     wait_until("the queue applied", Duration::from_secs(60), || {

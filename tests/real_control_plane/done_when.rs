@@ -79,18 +79,7 @@ fn done_when_the_literal_flow_runs_the_gated_upgrade() {
     let agent = &agent.0;
 
     let ns = ["-n", "quotagate-system"];
-    k.wait_for(
-        &["get", "deployment", "quotagate-controller-manager", ns[0], ns[1]],
-        Duration::from_secs(240),
-        "the Deployment Available",
-        |d| {
-            d["status"]["conditions"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|c| c["type"] == "Available" && c["status"] == "True")
-        },
-    );
+    k.manager_available();
     println!("Deployment Available after {:?}", started.elapsed());
     let args = jsonpath(
         &k,

@@ -56,18 +56,7 @@ fn install_with_webhooks_through_the_service_and_the_manager_in_cluster() {
     let agent = &agent.0;
 
     let ns = ["-n", "quotagate-system"];
-    let deploy = k.wait_for(
-        &["get", "deployment", "quotagate-controller-manager", ns[0], ns[1]],
-        Duration::from_secs(240),
-        "the Deployment Available",
-        |d| {
-            d["status"]["conditions"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|c| c["type"] == "Available" && c["status"] == "True")
-        },
-    );
+    let deploy = k.manager_available();
     println!(
         "Deployment Available after {:?}: {} of {} replicas ready",
         started.elapsed(),
