@@ -489,7 +489,8 @@ pub fn selector_string(sel: &Value) -> String {
             "NotIn" => format!("{key} notin ({values})"),
             "Exists" => key.clone(),
             "DoesNotExist" => format!("!{key}"),
-            op => format!("{key} {op}"),
+            // No requirement of apimachinery's: it prints as text no selector parses.
+            op => format!("{key} <unknown operator {op:?}>"),
         };
         reqs.push((key, req));
     }
@@ -501,39 +502,8 @@ pub fn selector_string(sel: &Value) -> String {
 /// absent selector matches everything, one that does not parse matches nothing (the real server
 /// refuses such a configuration when it is written).
 pub fn selector_matches(sel: &Value, labels: &BTreeMap<String, String>) -> bool {
-    let mut terms: Vec<String> = Vec::new();
-    for (k, v) in sel
-        .get("matchLabels")
-        .and_then(Value::as_object)
-        .into_iter()
-        .flatten()
-    {
-        terms.push(format!("{k}={}", v.as_str().unwrap_or("")));
-    }
-    for e in sel
-        .get("matchExpressions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let key = e.get("key").and_then(Value::as_str).unwrap_or("");
-        let values = e
-            .get("values")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect::<Vec<_>>()
-            .join(",");
-        terms.push(match e.get("operator").and_then(Value::as_str).unwrap_or("") {
-            "In" => format!("{key} in ({values})"),
-            "NotIn" => format!("{key} notin ({values})"),
-            "Exists" => key.to_string(),
-            "DoesNotExist" => format!("!{key}"),
-            _ => return false,
-        });
-    }
-    LabelSelector::parse(&terms.join(",")).is_ok_and(|s| s.matches_labels(labels))
+    // An unknown operator prints as text that does not parse: such a selector matches nothing.
+    LabelSelector::parse(&selector_string(sel)).is_ok_and(|s| s.matches_labels(labels))
 }
 
 #[cfg(test)]

@@ -144,6 +144,10 @@ fn label_selectors_with_expressions() {
         ),
         "unknown operator selects nothing"
     );
+    assert!(
+        !selector_matches(&json!({"matchExpressions": [{"key": "a"}]}), &l),
+        "a missing operator selects nothing"
+    );
 }
 
 #[test]
