@@ -58,6 +58,15 @@ pub trait JobKind: GenericJob + Send + Sync + Sized + 'static {
         client: &Client,
     ) -> impl Future<Output = Result<Self, kube::Error>> + Send;
     fn object(&self) -> &Self::Object;
+    /// Reads what [`GenericJob::pods_scheduling`] needs from the cluster (the job's pods), called only
+    /// while the Workload's `PodsScheduled` condition is tracked (Kueue v0.20's unscheduledTimeout),
+    /// so a kind whose pods are not otherwise read lists them only then.
+    fn load_pods_scheduling(
+        &mut self,
+        _client: &Client,
+    ) -> impl Future<Output = Result<(), kube::Error>> + Send {
+        async { Ok(()) }
+    }
     /// Extra watches that should wake the job (beyond its own object and its Workloads).
     fn watches(controller: Controller<Self::Object>, _client: &Client) -> Controller<Self::Object> {
         controller
@@ -651,6 +660,7 @@ pub async fn reconcile<J: JobKind>(obj: Arc<J::Object>, ctx: Arc<JobContext>) ->
     // other write the workloads read here are stale, and the change wakes the job again.
     if ctx.wait_for_pods_ready && matches!(step, Step::Nothing | Step::Start(_)) {
         let scheduling = if ctx.track_pods_scheduled {
+            job.load_pods_scheduling(&ctx.client).await?;
             job.pods_scheduling()
         } else {
             None

@@ -29,6 +29,7 @@ mod kueue_preemption;
 mod kueue_scheduler;
 mod kueue_scheduler_more;
 mod kueue_v020_fixes;
+mod kueue_v020_readiness;
 mod kueuectl;
 mod manage_without_queue;
 mod metrics;

@@ -25,6 +25,9 @@ pub struct BatchJob {
     /// a running Job's template as it is), so a new slice carries the chain's original template, and a
     /// Job stopped from that slice gets the original back, whatever flavor admits it next.
     admitted_template: Option<k8s_openapi::api::core::v1::PodTemplateSpec>,
+    /// The Job's pods as they stand with the scheduler, read only while `PodsScheduled` is tracked
+    /// ([`JobKind::load_pods_scheduling`]).
+    scheduling: Option<crate::jobframework::PodsScheduling>,
 }
 
 impl BatchJob {
@@ -32,6 +35,7 @@ impl BatchJob {
         BatchJob {
             job,
             admitted_template: None,
+            scheduling: None,
         }
     }
 
@@ -57,6 +61,7 @@ impl BatchJob {
         BatchJob {
             job,
             admitted_template,
+            scheduling: None,
         }
     }
 
@@ -94,6 +99,25 @@ impl JobKind for BatchJob {
 
     fn object(&self) -> &Job {
         &self.job
+    }
+
+    /// Kueue v0.20 (#15402, #15434): the pods the Job controller made for this Job (its
+    /// `batch.kubernetes.io/controller-uid` label), each filling the `main` podset, counted as the
+    /// unscheduled-pods tracker counts them. A suspended Job has none to count.
+    async fn load_pods_scheduling(&mut self, client: &kube::Client) -> Result<(), kube::Error> {
+        if self.is_suspended() {
+            self.scheduling = None;
+            return Ok(());
+        }
+        let ns = self.job.metadata.namespace.clone().unwrap_or_default();
+        let uid = self.job.metadata.uid.clone().unwrap_or_default();
+        let pods = kube::Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), &ns)
+            .list(&kube::api::ListParams::default().labels(&format!("{}={uid}", b::CONTROLLER_UID_LABEL)))
+            .await?;
+        self.scheduling = Some(crate::jobframework::count_pods_scheduling(
+            pods.items.iter().map(|p| (p, DEFAULT_PODSET_NAME.to_string())),
+        ));
+        Ok(())
     }
 
     /// The API server lets a Job's template take new scheduling directives only while it is suspended
@@ -240,6 +264,10 @@ impl GenericJob for BatchJob {
     fn pods_ready(&self) -> bool {
         let status = self.job.status.clone().unwrap_or_default();
         status.succeeded.unwrap_or(0) + status.ready.unwrap_or(0) >= b::pods_count(&self.spec())
+    }
+
+    fn pods_scheduling(&self) -> Option<crate::jobframework::PodsScheduling> {
+        self.scheduling.clone()
     }
 
     fn as_with_reclaimable_pods(&self) -> Option<&dyn JobWithReclaimablePods> {

@@ -19,7 +19,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kube::ResourceExt;
 use kube::core::GroupVersionKind;
 
-use super::{finalizer_removable, gvk, pod_set, ready, ungate};
+use super::readiness::{self, ReadinessGates};
+use super::{finalizer_removable, gvk, pod_set, ungate};
 use crate::api::kueue::constants::label;
 use crate::api::kueue::{PodSet, ReclaimablePod, Workload};
 use crate::api::pod as p;
@@ -41,6 +42,8 @@ pub struct PodGroup {
     pub total: i32,
     /// The podsets of the group's Workload when the pods still match it by Kueue's group rule.
     matched: Option<Vec<PodSet>>,
+    /// The Kueue gates that decide the group's readiness.
+    readiness: ReadinessGates,
 }
 
 /// Kueue's `isPodRunnableOrSucceeded`: not Failed, and not a deleted pod that never got a node.
@@ -101,7 +104,14 @@ impl PodGroup {
             pods,
             total,
             matched: None,
+            readiness: ReadinessGates::default(),
         })
+    }
+
+    /// The group with these readiness gates instead of Kueue v0.20's defaults.
+    pub fn with_readiness(mut self, gates: ReadinessGates) -> Self {
+        self.readiness = gates;
+        self
     }
 
     pub fn name(&self) -> &str {
@@ -329,10 +339,11 @@ impl GenericJob for PodGroup {
         self.pods.iter().any(|x| p::phase(x) == "Running")
     }
 
-    /// Every pod of the group ready, and all of its declared total there (Kueue #11654: a group
-    /// whose members arrive after the first is Ready is not ready yet).
+    /// Kueue v0.20's group readiness ([`readiness::group_ready`]): the whole declared total there
+    /// (#11654) and ready, a Succeeded pod counting as ready outside serving groups (#15734), less
+    /// the `pod-group-max-not-ready-count` budget under its gate (#16059).
     fn pods_ready(&self) -> bool {
-        self.pods.len() >= usize::try_from(self.total).unwrap_or(0) && self.pods.iter().all(ready)
+        readiness::group_ready(&self.pods, self.total, self.serving(), self.readiness)
     }
 
     fn pods_scheduling(&self) -> Option<crate::jobframework::PodsScheduling> {

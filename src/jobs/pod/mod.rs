@@ -11,6 +11,7 @@
 
 pub mod group;
 pub mod group_controller;
+pub mod readiness;
 pub mod replacement;
 
 use k8s_openapi::api::core::v1::{Pod, PodCondition, PodSchedulingGate, PodTemplateSpec};
@@ -308,6 +309,8 @@ impl TopLevelJob for PodJob {
     }
 }
 
+#[cfg(test)]
+mod readiness_tests;
 #[cfg(test)]
 mod replacement_tests;
 #[cfg(test)]

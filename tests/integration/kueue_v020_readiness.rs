@@ -1,0 +1,271 @@
+//! Kueue v0.20's readiness for pod groups and batch Jobs, on the embedded cluster with one node of
+//! 2 cpu and its scheduler (`run --embedded --nodes 1 --node-capacity cpu=2,memory=8Gi`), an 8-cpu
+//! queue, and the manager under waitForPodsReady:
+//! - kueue#15734 (`PodIntegrationCountSucceededPodsAsReady`, on by default in v0.20): a pod group
+//!   member that succeeds keeps the group ready, so the recoveryTimeout does not evict the group.
+//! - kueue#15402 / #15434 (`unscheduledTimeout`): a batch Job's pods are observed for the Workload's
+//!   `PodsScheduled`, so a Job that fits the quota but not the node is evicted with
+//!   `WaitForScheduling`, and one that fits says `AllRequiredPodsScheduled`.
+
+use std::time::Duration;
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams, PostParams};
+use quotagate::api::kueue::Workload;
+use quotagate::api::kueue::config::PodsReadyConfig;
+use quotagate::api::kueue::constants::{condition, label, reason};
+
+use crate::support::*;
+
+/// Real timeouts of a second or two: one test at a time.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The one-node cluster with this waitForPodsReady; `pods`: the plain Pod framework on too.
+async fn small_node(pods: bool, cfg: PodsReadyConfig) -> Cluster {
+    use quotagate::embedded::sim::{SimConfig, node, nodes};
+    let pools = vec![nodes::NodePool::plain(
+        1,
+        Some(&nodes::parse_capacity("cpu=2,memory=8Gi", ',').unwrap()),
+    )];
+    let sims = SimConfig {
+        node: Some(node::NodeAgentConfig {
+            nodes: nodes::expand(&pools, "sim-node")
+                .unwrap()
+                .into_iter()
+                .map(|(n, p)| (n, p.clone()))
+                .collect(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let frameworks = quotagate::api::kueue::config::Frameworks {
+        pod: pods,
+        ..Default::default()
+    };
+    let server = quotagate::embedded::EmbeddedServer::new(
+        &quotagate::embedded::QuotagateCrds,
+        std::sync::Arc::new(quotagate::embedded::QuotagateAdmission {
+            frameworks,
+            ..Default::default()
+        }),
+    );
+    let mut c = Cluster::start_with_ray_sims(server, Limits::default().cq("cq", 8000), sims).await;
+    c.restart_manager_with(|o| {
+        o.pods_ready = Some(cfg);
+        o.frameworks = frameworks;
+    })
+    .await;
+    c.flavor("default").await;
+    c.cluster_queue(with_all_namespaces(cq_with("cq", "8").build()))
+        .await;
+    c.local_queue("lq", "cq").await;
+    c
+}
+
+/// The reserved, unfinished Workload, once there is one.
+async fn reserved_workload(c: &Cluster) -> Workload {
+    for _ in 0..200 {
+        let wls = c.workloads().list(&ListParams::default()).await.unwrap().items;
+        if let Some(w) = wls.into_iter().find(|w| reserved(w) && !w.is_finished()) {
+            return w;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no workload got quota");
+}
+
+fn group_pod(name: &str, command: &[&str]) -> Pod {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default",
+            "labels": {label::QUEUE_NAME: "lq", "kueue.x-k8s.io/pod-group-name": "g"},
+            "annotations": {"kueue.x-k8s.io/pod-group-total-count": "2"}},
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox", "command": command,
+            "resources": {"requests": {"cpu": "500m"}}}]}
+    }))
+    .unwrap()
+}
+
+/// Kueue #15734 ("Pod: count succeeded pods as ready for PodsReady"): with a 1 s recoveryTimeout, a
+/// group of two whose first pod completes while the second runs stays `PodsReady=True` and is not
+/// evicted. Before, the completed pod's `Ready=False` turned the group to `WaitForRecovery`, and the
+/// recoveryTimeout evicted it, deleting the running pod.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kueue_15734_a_pod_group_member_that_succeeds_keeps_the_group_ready() {
+    let _serial = SERIAL.lock().await;
+    let c = small_node(
+        true,
+        PodsReadyConfig {
+            recovery_timeout: Some(Duration::from_secs(1)),
+            backoff_base_seconds: 600,
+            ..PodsReadyConfig::with_timeout(Duration::from_secs(60))
+        },
+    )
+    .await;
+    let pods: Api<Pod> = Api::namespaced(c.client.clone(), "default");
+    pods.create(&PostParams::default(), &group_pod("g-a", &["sleep", "2"]))
+        .await
+        .unwrap();
+    pods.create(&PostParams::default(), &group_pod("g-b", &["sleep", "3600"]))
+        .await
+        .unwrap();
+    wait_for(&c.workloads(), "g", "PodsReady=True", |w| {
+        condition(w, condition::PODS_READY).is_some_and(|p| p.0 == "True")
+    })
+    .await;
+    wait_for(&pods, "g-a", "g-a Succeeded", |p| {
+        p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Succeeded")
+    })
+    .await;
+    // Three recovery timeouts later: still ready, not evicted, g-b still running.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let w = c.workloads().get("g").await.unwrap();
+    assert_eq!(
+        condition(&w, condition::PODS_READY).map(|p| p.0),
+        Some("True".to_string()),
+        "{w:?}"
+    );
+    assert!(
+        condition(&w, condition::EVICTED).is_none_or(|e| e.0 == "False"),
+        "{w:?}"
+    );
+    let b = pods.get("g-b").await.unwrap();
+    assert!(b.metadata.deletion_timestamp.is_none(), "g-b was stopped");
+    assert_eq!(
+        b.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Running")
+    );
+    c.quota.assert_safe();
+}
+
+fn job(name: &str, parallelism: i32, cpu: &str) -> Job {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": "default", "labels": {label::QUEUE_NAME: "lq"}},
+        "spec": {"parallelism": parallelism, "completions": parallelism, "template": {"spec": {
+            "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox",
+            "command": ["sleep", "3600"], "resources": {"requests": {"cpu": cpu}}}]}}}
+    }))
+    .unwrap()
+}
+
+/// Kueue #15402 / #15434 (`unscheduledTimeout`, KEP-13502) for batch Jobs: a Job of two 1500m pods
+/// fits the 8-cpu quota but only one of its pods fits the 2-cpu node. The other stays
+/// Pending/`Unschedulable`; the Workload shows `PodsScheduled=False`/`WaitForScheduling` and is
+/// evicted by the 2 s unscheduledTimeout, long before the 60 s timeout, with Kueue's event, and the
+/// Job is suspended again. Before, a batch Job's pods were not observed, and only the timeout applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kueue_15402_unscheduled_timeout_evicts_a_batch_job_that_fits_no_node() {
+    let _serial = SERIAL.lock().await;
+    let started = std::time::Instant::now();
+    let c = small_node(
+        false,
+        PodsReadyConfig {
+            unscheduled_timeout: Some(Duration::from_secs(2)),
+            backoff_base_seconds: 600,
+            ..PodsReadyConfig::with_timeout(Duration::from_secs(60))
+        },
+    )
+    .await;
+    let jobs: Api<Job> = Api::namespaced(c.client.clone(), "default");
+    jobs.create(&PostParams::default(), &job("big", 2, "1500m"))
+        .await
+        .unwrap();
+    let name = reserved_workload(&c).await.metadata.name.unwrap();
+    let w = wait_for(
+        &c.workloads(),
+        &name,
+        "PodsScheduled=False/WaitForScheduling",
+        |w| {
+            condition(w, condition::PODS_SCHEDULED).is_some_and(|p| p.1 == reason::WAIT_FOR_SCHEDULING)
+                || condition(w, condition::EVICTED).is_some_and(|e| e.0 == "True")
+        },
+    )
+    .await;
+    if condition(&w, condition::EVICTED).is_none_or(|e| e.0 != "True") {
+        assert_eq!(
+            condition(&w, condition::PODS_SCHEDULED),
+            cond(
+                "False",
+                reason::WAIT_FOR_SCHEDULING,
+                "At least one required pod is not scheduled"
+            )
+        );
+    }
+    let w = wait_for(&c.workloads(), &name, "evicted by the PodsReady timeout", |w| {
+        condition(w, condition::EVICTED).is_some_and(|e| e.0 == "True" && e.1 == reason::PODS_READY_TIMEOUT)
+    })
+    .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(45),
+        "evicted by the unscheduledTimeout, not the timeout ({:?})",
+        started.elapsed()
+    );
+    assert_eq!(
+        condition(&w, condition::EVICTED).unwrap().2,
+        format!("Exceeded the PodsReady timeout default/{name}")
+    );
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(c.client.clone(), "default");
+    let mut seen = false;
+    for _ in 0..100 {
+        seen = events
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .any(|e| {
+                e.reason.as_deref() == Some("EvictedDueToPodsReadyTimeoutDueToWaitForScheduling")
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name.as_str())
+            });
+        if seen {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(seen, "the eviction event names WaitForScheduling");
+    wait_for(&jobs, "big", "suspended", |j| {
+        j.spec.as_ref().and_then(|s| s.suspend) == Some(true)
+    })
+    .await;
+    c.quota.assert_safe();
+}
+
+/// The same tracking for a Job whose pods fit: `PodsScheduled=True`/`AllRequiredPodsScheduled`, and
+/// `PodsReady=True` once they run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kueue_15402_a_batch_job_that_fits_reports_pods_scheduled() {
+    let _serial = SERIAL.lock().await;
+    let c = small_node(
+        false,
+        PodsReadyConfig {
+            unscheduled_timeout: Some(Duration::from_secs(60)),
+            ..PodsReadyConfig::with_timeout(Duration::from_secs(60))
+        },
+    )
+    .await;
+    let jobs: Api<Job> = Api::namespaced(c.client.clone(), "default");
+    jobs.create(&PostParams::default(), &job("fits", 2, "500m"))
+        .await
+        .unwrap();
+    let name = reserved_workload(&c).await.metadata.name.unwrap();
+    let w = wait_for(&c.workloads(), &name, "PodsScheduled=True", |w| {
+        condition(w, condition::PODS_SCHEDULED).is_some_and(|p| p.0 == "True")
+    })
+    .await;
+    assert_eq!(
+        condition(&w, condition::PODS_SCHEDULED),
+        cond(
+            "True",
+            reason::ALL_REQUIRED_PODS_SCHEDULED,
+            "All required pods were scheduled or succeeded"
+        )
+    );
+    let w = wait_for(&c.workloads(), &name, "PodsReady=True", |w| {
+        condition(w, condition::PODS_READY).is_some_and(|p| p.0 == "True")
+    })
+    .await;
+    assert!(condition(&w, condition::EVICTED).is_none(), "{w:?}");
+    c.quota.assert_safe();
+}
