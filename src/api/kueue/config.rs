@@ -47,6 +47,12 @@ pub const WORKLOAD_PRIORITY_CLASS_DEFAULTING: &str = "WorkloadPriorityClassDefau
 /// Kueue v0.20's beta gate (on by default): a preemptor whose victims another preemptor of the
 /// cycle already took computes its assignment again as if they were gone (the "hero workload").
 pub const RECOMPUTE_UPON_PREEMPTION_TARGETS_OVERLAP: &str = "RecomputeAssignmentUponPreemptionTargetsOverlap";
+/// Kueue v0.20's beta gate (on by default, #15734): a Succeeded pod counts as ready in a pod group
+/// that does not serve.
+pub const POD_INTEGRATION_COUNT_SUCCEEDED_PODS_AS_READY: &str = "PodIntegrationCountSucceededPodsAsReady";
+/// Kueue v0.20's alpha gate (off by default, #16059, KEP-15423): a pod group may be ready with up to
+/// its `kueue.x-k8s.io/pod-group-max-not-ready-count` pods not ready.
+pub const WAIT_FOR_PODS_READY_MAX_NOT_READY: &str = "WaitForPodsReadyMaxNotReady";
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ConfigError {
@@ -794,6 +800,8 @@ impl Configuration {
             namespace_selector,
             pods_ready_max_on_workload: self.workload_level_max_timeout(),
             default_workload_priority_class: self.workload_priority_class_defaulting(),
+            count_succeeded_pods_as_ready: self.gate_or(POD_INTEGRATION_COUNT_SUCCEEDED_PODS_AS_READY, true),
+            pod_group_max_not_ready: self.gate(WAIT_FOR_PODS_READY_MAX_NOT_READY),
         })
     }
 
@@ -1089,11 +1097,13 @@ impl Configuration {
                         WAIT_FOR_PODS_READY_UNSCHEDULED_TIMEOUT,
                         WORKLOAD_PRIORITY_CLASS_DEFAULTING,
                         RECOMPUTE_UPON_PREEMPTION_TARGETS_OVERLAP,
+                        POD_INTEGRATION_COUNT_SUCCEEDED_PODS_AS_READY,
+                        WAIT_FOR_PODS_READY_MAX_NOT_READY,
                     ]
                     .contains(&k.as_str())
                 })
             }),
-            "featureGates (other than DisableWaitForPodsReady, AdmissionFairSharing, PrioritizePreemptorWorkloads, WorkloadLevelWaitForPodsReady, WaitForPodsReadyUnscheduledTimeout, WorkloadPriorityClassDefaulting, RecomputeAssignmentUponPreemptionTargetsOverlap)",
+            "featureGates (other than DisableWaitForPodsReady, AdmissionFairSharing, PrioritizePreemptorWorkloads, WorkloadLevelWaitForPodsReady, WaitForPodsReadyUnscheduledTimeout, WorkloadPriorityClassDefaulting, RecomputeAssignmentUponPreemptionTargetsOverlap, PodIntegrationCountSucceededPodsAsReady, WaitForPodsReadyMaxNotReady)",
         );
         out
     }

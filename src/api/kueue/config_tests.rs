@@ -522,6 +522,25 @@ fn the_kueue_v0_20_beta_gates_are_on_unless_turned_off() {
     }
 }
 
+/// The pod group readiness gates of Kueue v0.20 (`pkg/features/kube_features.go`):
+/// `PodIntegrationCountSucceededPodsAsReady` (beta, on, #15734) and `WaitForPodsReadyMaxNotReady`
+/// (alpha, off, #16059). Both are read by the pod group controller, so neither is listed as ignored.
+#[test]
+fn the_pod_group_readiness_gates_take_kueue_v0_20_defaults_and_the_file() {
+    let parse = |t: &str| Configuration::parse(t).unwrap_or_else(|e| panic!("{t}: {e}"));
+    let plain = parse(HEAD).managed_jobs();
+    assert!(plain.count_succeeded_pods_as_ready);
+    assert!(!plain.pod_group_max_not_ready);
+    for (value, on) in [("true", true), ("false", false)] {
+        let cfg = parse(&format!(
+            "{HEAD}featureGates:\n  PodIntegrationCountSucceededPodsAsReady: {value}\n  WaitForPodsReadyMaxNotReady: {value}\n"
+        ));
+        assert_eq!(cfg.managed_jobs().count_succeeded_pods_as_ready, on, "{value}");
+        assert_eq!(cfg.managed_jobs().pod_group_max_not_ready, on, "{value}");
+        assert!(cfg.ignored().is_empty(), "{value}: {:?}", cfg.ignored());
+    }
+}
+
 /// `integrations.frameworks` picks the job kinds (Kueue's `pkg/config/validation.go`
 /// `validateIntegrations`: an unregistered name is NotSupported, a repeated one Duplicate). Without
 /// the list: Kueue's default `batch/job` plus the Ray kinds.

@@ -34,6 +34,12 @@ pub struct ManagedJobs {
     /// Kueue v0.20's `WorkloadPriorityClassDefaulting` gate (on by default): a job naming no
     /// WorkloadPriorityClass takes the one named `default`, when it exists.
     pub default_workload_priority_class: bool,
+    /// Kueue v0.20's `PodIntegrationCountSucceededPodsAsReady` gate (beta, on by default, #15734):
+    /// a Succeeded pod of a pod group that does not serve counts as ready.
+    pub count_succeeded_pods_as_ready: bool,
+    /// Kueue v0.20's `WaitForPodsReadyMaxNotReady` gate (alpha, off by default, #16059): a pod
+    /// group's `kueue.x-k8s.io/pod-group-max-not-ready-count` is honoured.
+    pub pod_group_max_not_ready: bool,
 }
 
 impl Default for ManagedJobs {
@@ -43,6 +49,8 @@ impl Default for ManagedJobs {
             namespace_selector: default_selector(None),
             pods_ready_max_on_workload: None,
             default_workload_priority_class: true,
+            count_succeeded_pods_as_ready: true,
+            pod_group_max_not_ready: false,
         }
     }
 }

@@ -15,6 +15,7 @@ use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 
 use super::group::{Decision, PodGroup, decide};
+use super::readiness::ReadinessGates;
 use super::replacement::with_replacement_condition;
 use super::{remove_finalizer, stop_pod, to_stop};
 use crate::admission::{clear_reservation, finished};
@@ -64,8 +65,12 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<JobContext>) -> Result<Action, Jo
         .items;
     let workload = ignore_not_found(wl_api.get(&name).await)?;
     let obj_ref = pod.object_ref(&());
+    let gates = ReadinessGates {
+        count_succeeded: ctx.managed_jobs.count_succeeded_pods_as_ready,
+        max_not_ready: ctx.managed_jobs.pod_group_max_not_ready,
+    };
     let mut group = match PodGroup::new(&name, pods) {
-        Ok(g) => g,
+        Ok(g) => g.with_readiness(gates),
         Err(why) => {
             shell::publish(
                 &ctx.recorder,
