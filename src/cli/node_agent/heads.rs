@@ -20,6 +20,7 @@
 use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
 use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
@@ -49,6 +50,9 @@ const DEFAULT_SERVE_PORT: u16 = 8000;
 const MAX_BODY_BYTES: usize = 8 << 20;
 /// KubeRay's label telling a head pod from a worker.
 const NODE_TYPE_LABEL: &str = "ray.io/node-type";
+/// Ray Serve's proxy answers, word for word (`serve/_private/proxy_router.py`).
+const NO_ROUTES_MESSAGE: &str = "Route table is not populated yet.";
+const NO_REPLICAS_MESSAGE: &str = "No replicas are available yet.";
 
 /// One head being served: its address and its listeners.
 struct Served {
@@ -132,7 +136,7 @@ impl Heads {
             let handler = Handler {
                 sim: self.sim.clone(),
                 key: key.clone(),
-                proxy_url: format!("http://{ip}:{serve}"),
+                routes_populated: AtomicBool::new(false),
                 head: head.clone(),
                 role,
             };
@@ -166,6 +170,7 @@ impl PodAddresses for Heads {
             .unwrap_or_else(PoisonError::into_inner)
             .remove(uid);
         if let Some(s) = gone {
+            tracing::info!(%uid, ip = %s.ip, "node agent: a simulated Ray head's pod is gone; its address is released");
             for t in &s.tasks {
                 t.abort();
             }
@@ -230,7 +235,7 @@ impl Heads {
         while let Some(e) = events.next().await {
             let Ok(e) = e else { continue };
             for uid in removals.gone(e, &self.served_uids()) {
-                tracing::info!(%uid, "node agent: a simulated Ray head's pod is gone; its address is released");
+                tracing::info!(%uid, "node agent: a simulated Ray head's pod left the API (the pod watch)");
                 self.release(&uid);
             }
         }
@@ -246,7 +251,8 @@ enum Role {
 struct Handler {
     sim: Arc<RaySim>,
     key: String,
-    proxy_url: String,
+    /// Ray's `_route_table_populated`: set once an application listed its deployments, never unset.
+    routes_populated: AtomicBool,
     /// The head pod's `namespace/name`, in the Serve proxy's answers.
     head: String,
     role: Role,
@@ -306,17 +312,7 @@ impl Handler {
     async fn respond(&self, method: &Method, path: &str, body: &[u8]) -> Response<Full<Bytes>> {
         let ep = DashboardEndpoint::new(self.key.clone());
         if self.role == Role::Proxy {
-            // The Serve proxy: healthy (and serving) once an application runs. Any other path is a
-            // request to the application, answered with the head that served it.
-            return match self.sim.proxy_healthy(&ep, &self.proxy_url).await {
-                Ok(true) if path == "/-/healthz" => answer(StatusCode::OK, "success"),
-                Ok(true) => answer(
-                    StatusCode::OK,
-                    format!("served by the simulated Ray head {}\n", self.head),
-                ),
-                Ok(false) => answer(StatusCode::SERVICE_UNAVAILABLE, "no Serve application is running"),
-                Err(e) => error_answer(&e),
-            };
+            return self.proxy(path, &ep).await;
         }
         if let Some(rest) = path.strip_prefix("/api/jobs") {
             return self.jobs(method, rest, body, &ep).await;
@@ -347,6 +343,39 @@ impl Handler {
                 }
             }
             _ => answer(StatusCode::METHOD_NOT_ALLOWED, "method not allowed"),
+        }
+    }
+
+    /// The Serve proxy on a head, as Ray's `ProxyRouter.ready_for_traffic(is_head=True)`
+    /// (`serve/_private/proxy_router.py`) answers: `/-/healthz` is healthy once the route table was
+    /// populated (an application listed its deployments), and stays so. It does not follow the
+    /// application's status: while an application scales for a `target_capacity` step it is
+    /// DEPLOYING, and a real head still answers healthy and serves through its running replicas.
+    /// (Reading healthy as "an application is RUNNING" turned the head's `ray.io/serve` label off
+    /// at every capacity step of an incremental upgrade, so its serve Service lost its endpoint
+    /// while the route still sent it traffic: issue 58.) Any other path is a request to the
+    /// application, answered with the head that served it while a replica runs.
+    async fn proxy(&self, path: &str, ep: &DashboardEndpoint) -> Response<Full<Bytes>> {
+        let details = match self.sim.serve_details(ep).await {
+            Ok(d) => d,
+            Err(e) => return error_answer(&e),
+        };
+        if details.applications.values().any(|a| !a.deployments.is_empty()) {
+            self.routes_populated.store(true, Ordering::Relaxed);
+        }
+        if !self.routes_populated.load(Ordering::Relaxed) {
+            return answer(StatusCode::SERVICE_UNAVAILABLE, NO_ROUTES_MESSAGE);
+        }
+        if path == "/-/healthz" {
+            return answer(StatusCode::OK, "success");
+        }
+        if self.sim.running_replicas(&self.key).values().any(|n| *n > 0) {
+            answer(
+                StatusCode::OK,
+                format!("served by the simulated Ray head {}\n", self.head),
+            )
+        } else {
+            answer(StatusCode::SERVICE_UNAVAILABLE, NO_REPLICAS_MESSAGE)
         }
     }
 
@@ -473,7 +502,7 @@ mod tests {
         let handler = |role| Handler {
             sim: sim.clone(),
             key: key.clone(),
-            proxy_url: "http://10.244.128.5:8000".into(),
+            routes_populated: AtomicBool::new(false),
             head: "ns/rc-head".into(),
             role,
         };
@@ -515,6 +544,55 @@ mod tests {
         assert!(String::from_utf8_lossy(&got).contains("ns/rc-head"), "{got:?}");
     }
 
+    /// Issue 58: a head whose application scales for a `target_capacity` step (DEPLOYING, as Ray 2.60
+    /// reports it) stays healthy and serves through its running replicas, as Ray's head proxy does;
+    /// at 0% capacity it is still healthy (a head proxy must take requests to scale up from zero)
+    /// but has no replica to serve.
+    #[tokio::test(start_paused = true)]
+    async fn a_scaling_head_stays_a_serve_endpoint() {
+        let sim = Arc::new(RaySim::new(SimOptions::default()));
+        let key = "http://10.244.128.7:8265".to_string();
+        sim.start_cluster(&key);
+        let proxy = Handler {
+            sim: sim.clone(),
+            key: key.clone(),
+            routes_populated: AtomicBool::new(false),
+            head: "ns/inc-head".into(),
+            role: Role::Proxy,
+        };
+        let ep = DashboardEndpoint::new(key.clone());
+        let config = ServeConfig::from_json(serde_json::json!({"applications": [{"name": "echo",
+            "import_path": "echo_app:app", "route_prefix": "/",
+            "deployments": [{"name": "Echo", "num_replicas": 2}]}]}))
+        .unwrap();
+        let healthz = || async { body(proxy.respond(&Method::GET, "/-/healthz", b"").await).await };
+        let (status, msg) = healthz().await;
+        assert_eq!(
+            (status, &msg[..]),
+            (StatusCode::SERVICE_UNAVAILABLE, NO_ROUTES_MESSAGE.as_bytes())
+        );
+        sim.deploy(&ep, &config, Some(50.0)).await.unwrap();
+        tokio::time::advance(Duration::from_secs(10)).await;
+        assert_eq!(healthz().await.0, StatusCode::OK);
+        // The capacity step: the app is DEPLOYING while a replica starts, and the head still serves.
+        sim.deploy(&ep, &config, Some(100.0)).await.unwrap();
+        let d = sim.serve_details(&ep).await.unwrap();
+        assert_eq!(d.applications["echo"].status, AppStatus::Deploying, "{d:?}");
+        assert_eq!(healthz().await.0, StatusCode::OK);
+        let (status, got) = body(proxy.respond(&Method::GET, "/", b"").await).await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(String::from_utf8_lossy(&got).contains("ns/inc-head"), "{got:?}");
+        // Scaled to nothing: healthy, nothing to serve.
+        sim.deploy(&ep, &config, Some(0.0)).await.unwrap();
+        tokio::time::advance(Duration::from_secs(10)).await;
+        assert_eq!(healthz().await.0, StatusCode::OK);
+        let (status, msg) = body(proxy.respond(&Method::GET, "/", b"").await).await;
+        assert_eq!(
+            (status, &msg[..]),
+            (StatusCode::SERVICE_UNAVAILABLE, NO_REPLICAS_MESSAGE.as_bytes())
+        );
+    }
+
     /// What the manager's HTTP jobs client sends (KubeRay's `dashboard_httpclient.go`: submit, read,
     /// stop, delete, logs), answered as a real head would and decoded by the client's own decoders.
     #[tokio::test(start_paused = true)]
@@ -526,7 +604,7 @@ mod tests {
         let dash = Handler {
             sim: sim.clone(),
             key: key.clone(),
-            proxy_url: "http://10.244.128.6:8000".into(),
+            routes_populated: AtomicBool::new(false),
             head: "ns/rj-head".into(),
             role: Role::Dashboard,
         };
