@@ -176,7 +176,12 @@ pub async fn workload(client: &Client, namespace: &str, name: &str) -> Result<St
         .await
         .map(|l| l.items)
         .unwrap_or_default();
-    let dispatched = crate::multikueue::explain::lines(&wl, &checks);
+    let mut dispatched = crate::multikueue::explain::lines(&wl, &checks);
+    if !dispatched.is_empty() {
+        let secrets = crate::multikueue::Settings::default().namespace;
+        dispatched
+            .extend(crate::multikueue::explain::read_other_workers(client, &secrets, &wl, &checks).await);
+    }
     if let Some(a) = wl.admission().filter(|_| wl.has_quota_reservation()) {
         let _ = writeln!(out, "admitted by ClusterQueue {}", a.cluster_queue);
         out.push_str(&admitted_podsets(&wl, a));

@@ -48,9 +48,20 @@ struct Ctx {
 }
 
 /// Why a connection failed: Kueue's reason and the message.
-struct Failure(&'static str, String);
+pub struct Failure(pub &'static str, pub String);
 
-async fn load_kubeconfig(ctx: &Ctx, mkc: &MultiKueueCluster) -> Result<String, Failure> {
+/// A client for the worker `mkc` names, as the controller builds it (the kubeconfig from a Secret in
+/// `namespace` or from a path), checked by asking the worker for its Workloads.
+pub async fn connect_to(local: &Client, namespace: &str, mkc: &MultiKueueCluster) -> Result<Client, Failure> {
+    let text = load_kubeconfig(local, namespace, mkc).await?;
+    client_from(&text).await
+}
+
+async fn load_kubeconfig(
+    local: &Client,
+    namespace: &str,
+    mkc: &MultiKueueCluster,
+) -> Result<String, Failure> {
     let src = &mkc.spec.cluster_source;
     let Some(kc) = &src.kube_config else {
         return Err(Failure(
@@ -60,7 +71,7 @@ async fn load_kubeconfig(ctx: &Ctx, mkc: &MultiKueueCluster) -> Result<String, F
     };
     match kc.location_type {
         LocationType::Secret => {
-            let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ctx.namespace);
+            let secrets: Api<Secret> = Api::namespaced(local.clone(), namespace);
             let secret = secrets
                 .get_opt(&kc.location)
                 .await
@@ -68,7 +79,7 @@ async fn load_kubeconfig(ctx: &Ctx, mkc: &MultiKueueCluster) -> Result<String, F
                 .ok_or_else(|| {
                     Failure(
                         "BadConfig",
-                        format!("secret {}/{} not found", ctx.namespace, kc.location),
+                        format!("secret {namespace}/{} not found", kc.location),
                     )
                 })?;
             let bytes = secret
@@ -92,8 +103,11 @@ async fn load_kubeconfig(ctx: &Ctx, mkc: &MultiKueueCluster) -> Result<String, F
 }
 
 async fn connect(ctx: &Ctx, mkc: &MultiKueueCluster) -> Result<Client, Failure> {
-    let text = load_kubeconfig(ctx, mkc).await?;
-    let kc = Kubeconfig::from_yaml(&text).map_err(|e| Failure("BadKubeConfig", e.to_string()))?;
+    connect_to(&ctx.client, &ctx.namespace, mkc).await
+}
+
+async fn client_from(text: &str) -> Result<Client, Failure> {
+    let kc = Kubeconfig::from_yaml(text).map_err(|e| Failure("BadKubeConfig", e.to_string()))?;
     let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
         .await
         .map_err(|e| Failure("BadKubeConfig", e.to_string()))?;

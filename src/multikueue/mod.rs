@@ -12,14 +12,17 @@
 //! `gcInterval`, the copies this manager left on workers whose Workload is gone are deleted). The job
 //! kinds' adapters are handed in by the wiring: this module names no kind.
 //!
+//! Metrics under Kueue's names are in [`metrics`].
+//!
 //! Not yet here (the list): watches on the workers (remote state is polled: once a second per
-//! Workload being dispatched, every two seconds per dispatched one), metrics.
+//! Workload being dispatched, every two seconds per dispatched one).
 
 pub mod admission_check;
 pub mod cluster;
 pub mod dispatch;
 pub mod explain;
 pub mod gc;
+pub mod metrics;
 pub mod workload;
 
 use std::collections::{BTreeMap, HashMap};
@@ -105,6 +108,9 @@ pub struct Options {
     pub worker_lost_timeout: Duration,
     pub dispatcher: Dispatcher,
     pub round_timeout: Duration,
+    /// Where dispatches, admissions on workers, evictions and the workers' status are counted (the
+    /// manager serves it on `/metrics`).
+    pub metrics: Arc<metrics::Metrics>,
 }
 
 /// The connected workers, by MultiKueueCluster name (written by [`cluster`], read by [`workload`]
@@ -202,6 +208,7 @@ pub fn spawn_when_used(
             leader: leader.clone(),
             worker_lost_timeout: opts.worker_lost_timeout,
             dispatcher: dispatch::Nominator::new(opts.dispatcher, opts.round_timeout),
+            metrics: opts.metrics.clone(),
         });
         let collector = gc::Collector {
             local: client.clone(),
@@ -220,7 +227,8 @@ pub fn spawn_when_used(
             )),
             tokio::spawn(admission_check::run(client.clone(), leader, c.clone())),
             tokio::spawn(workload::run(ctx, c.clone())),
-            tokio::spawn(gc::run(collector, opts.gc_interval, leader_gc, c)),
+            tokio::spawn(gc::run(collector, opts.gc_interval, leader_gc, c.clone())),
+            tokio::spawn(metrics::run(client.clone(), opts.metrics.clone(), c)),
         ];
         for t in tasks {
             let _ = t.await;

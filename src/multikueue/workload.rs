@@ -44,6 +44,7 @@ pub struct Context {
     /// Kueue's `workerLostTimeout`.
     pub worker_lost_timeout: Duration,
     pub dispatcher: Nominator,
+    pub metrics: Arc<super::metrics::Metrics>,
 }
 
 /// Kueue's `cloneForCreate`: the Workload's name, namespace, labels (without the job-uid one, plus the
@@ -244,6 +245,15 @@ async fn reset_nomination(client: &Client, wl: &Workload) -> Result<(), Error> {
     .await
 }
 
+/// The ClusterQueue that admitted the Workload on the manager (the metrics' `cluster_queue`).
+fn admitted_cluster_queue(wl: &Workload) -> &str {
+    wl.status
+        .as_ref()
+        .and_then(|s| s.admission.as_ref())
+        .map(|a| a.cluster_queue.as_str())
+        .unwrap_or_default()
+}
+
 fn previously(message: &str, acs: &AdmissionCheckState) -> String {
     format!("{message}, Previously: {:?}", format!("{:?}", acs.state))
 }
@@ -398,6 +408,21 @@ async fn reconcile_group(g: &mut Group<'_>, acs: &AdmissionCheckState) -> Result
         .is_some_and(|s| s.condition_true(condition::EVICTED))
     {
         g.ctx.dispatcher.forget(&wl_key);
+        // A copy that held quota on its worker is counted as evicted once: it is gone afterwards.
+        let holding: Vec<String> = g
+            .remotes
+            .iter()
+            .filter(|(_, w)| w.as_ref().is_some_and(|w| w.has_quota_reservation()))
+            .map(|(n, _)| n.clone())
+            .collect();
+        for cluster in holding {
+            g.remove(&cluster).await?;
+            g.ctx.metrics.evicted(
+                admitted_cluster_queue(local),
+                &cluster,
+                super::metrics::reason::EVICTED_ON_MANAGER,
+            );
+        }
         g.remove_all_but(None).await?;
         g.adapter.release_local(&g.ctx.client, &g.key).await?;
         return Ok(Action::requeue(SYNC_POLL));
@@ -445,6 +470,11 @@ async fn reconcile_group(g: &mut Group<'_>, acs: &AdmissionCheckState) -> Result
                 |_| {},
             )
             .await?;
+            g.ctx.metrics.evicted(
+                admitted_cluster_queue(local),
+                &admitting,
+                super::metrics::reason::WORKER_LOST,
+            );
             return Ok(Action::requeue(SYNC_POLL));
         }
         let msg = if admitting.is_empty() {
@@ -461,6 +491,13 @@ async fn reconcile_group(g: &mut Group<'_>, acs: &AdmissionCheckState) -> Result
             |_| {},
         )
         .await?;
+        if !admitting.is_empty() {
+            g.ctx.metrics.evicted(
+                admitted_cluster_queue(local),
+                &admitting,
+                super::metrics::reason::REMOTE_GONE,
+            );
+        }
         return Ok(Action::requeue(SYNC_POLL));
     }
     if let Some(winner) = winner {
@@ -481,6 +518,7 @@ async fn reconcile_group(g: &mut Group<'_>, acs: &AdmissionCheckState) -> Result
                 st.nominated_cluster_names.clear();
             })
             .await?;
+            g.ctx.metrics.admitted(admitted_cluster_queue(local), &winner);
         }
         return Ok(Action::requeue(SYNC_POLL));
     }
@@ -569,7 +607,10 @@ async fn reconcile_group(g: &mut Group<'_>, acs: &AdmissionCheckState) -> Result
         let copy = clone_for_create(local, &g.ctx.origin);
         let api: Api<Workload> = Api::namespaced(remote, &g.key.namespace);
         match api.create(&PostParams::default(), &copy).await {
-            Ok(_) => tracing::info!(cluster = %cluster, workload = %local.name_any(), "dispatched"),
+            Ok(_) => {
+                tracing::info!(cluster = %cluster, workload = %local.name_any(), "dispatched");
+                g.ctx.metrics.dispatched(admitted_cluster_queue(local), &cluster);
+            }
             Err(e) => tracing::info!(cluster = %cluster, error = %e, "creating the remote workload failed"),
         }
     }

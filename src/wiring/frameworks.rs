@@ -70,6 +70,7 @@ pub fn multikueue_options(
         worker_lost_timeout: s.worker_lost_timeout,
         dispatcher: s.dispatcher,
         round_timeout: s.round_timeout,
+        metrics: Default::default(),
     })
 }
 

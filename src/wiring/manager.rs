@@ -153,7 +153,12 @@ pub async fn run_manager(
     let metrics = Arc::new(Metrics::new());
     let mut tasks = Tasks::default();
     let dropped_events = crate::kit::events::DroppedEvents::default();
-    let extra = with_dropped_events(extra_metrics(&client, &opts, &mut tasks), &dropped_events);
+    let role = metrics.clone();
+    let mk_metrics = Arc::new(crate::multikueue::metrics::Metrics::new(Arc::new(move || {
+        role.role()
+    })));
+    let extra = with_multikueue(extra_metrics(&client, &opts, &mut tasks), &mk_metrics);
+    let extra = with_dropped_events(extra, &dropped_events);
     let auth = (opts.metrics_auth.clone()).unwrap_or_else(|| health::MetricsAuth::delegated(client.clone()));
     let health = Health::new(metrics.clone())
         .with_extra(extra)
@@ -215,7 +220,8 @@ pub async fn run_manager(
         managed_jobs: Arc::new(opts.managed_jobs.clone()),
     };
     tasks.extend(super::frameworks::spawn(opts.frameworks, &jobs, &cancel));
-    if let Some(mk) = super::frameworks::multikueue_options(opts.frameworks, &opts.multikueue) {
+    if let Some(mut mk) = super::frameworks::multikueue_options(opts.frameworks, &opts.multikueue) {
+        mk.metrics = mk_metrics.clone();
         tasks.push(crate::multikueue::spawn_when_used(
             client.clone(),
             mk,
@@ -275,6 +281,21 @@ pub async fn run_manager(
         );
     }
     result
+}
+
+/// MultiKueue's series (`multikueue_...`, none before a Workload is dispatched) beside the extra ones.
+fn with_multikueue(
+    extra: Option<health::ExtraMetrics>,
+    mk: &Arc<crate::multikueue::metrics::Metrics>,
+) -> Option<health::ExtraMetrics> {
+    let mk = mk.clone();
+    Some(health::ExtraMetrics::new(move || {
+        let mut text = mk.render();
+        if let Some(e) = &extra {
+            text.push_str(&e.render());
+        }
+        text
+    }))
 }
 
 /// The dropped-events counter served beside the other extra series.

@@ -143,11 +143,23 @@ pub(crate) fn active(c: &MultiKueueCluster) -> Option<(String, String)> {
 /// kubeconfig in a Secret, worker2's by path, worker3's Secret missing; MultiKueueConfig `mkc` of the
 /// three and the AdmissionCheck `mk` of it. Returns once worker1 and worker2 are `Active`.
 pub(crate) async fn start_manager(
+    m: Cluster,
+    flavor: ResourceFlavor,
+    cq: ClusterQueueBuilder,
+    w1: &Worker,
+    w2: &Worker,
+) -> (Cluster, Arc<Authorizer>) {
+    start_manager_serving(m, flavor, cq, w1, w2, None).await
+}
+
+/// [`start_manager`], its `/metrics` served on `health` when given.
+pub(crate) async fn start_manager_serving(
     mut m: Cluster,
     flavor: ResourceFlavor,
     cq: ClusterQueueBuilder,
     w1: &Worker,
     w2: &Worker,
+    health: Option<std::net::SocketAddr>,
 ) -> (Cluster, Arc<Authorizer>) {
     let authz = shipped_role();
     if let Some(old) = m.manager.take() {
@@ -161,6 +173,7 @@ pub(crate) async fn start_manager(
             resync: std::time::Duration::from_millis(300),
             ray: m.ray.clone(),
             multikueue: Some(mk_settings()),
+            health_addr: health,
             ..Default::default()
         },
     ));
@@ -255,12 +268,17 @@ async fn a_job_is_dispatched_runs_on_the_worker_that_admits_it_and_reports_back(
     let w2 = worker("worker2", "500m", 500).await;
 
     // The manager runs under the shipped Role: what MultiKueue needs is granted, and used.
-    let (m, authz) = start_manager(
+    let health = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let (m, authz) = start_manager_serving(
         Cluster::start(Limits::default().cq("cq", 2000)).await,
         ResourceFlavor::build("on-demand").build(),
         ClusterQueue::build("cq").flavor("on-demand", [("cpu", "2")]),
         &w1,
         &w2,
+        Some(health),
     )
     .await;
     let mkcs: Api<MultiKueueCluster> = Api::all(m.client.clone());
@@ -307,6 +325,29 @@ async fn a_job_is_dispatched_runs_on_the_worker_that_admits_it_and_reports_back(
     let acs = st.admission_checks.iter().find(|a| a.name == "mk").unwrap();
     assert_eq!(acs.message, r#"The workload was admitted on "worker1""#);
     assert_eq!(st.cluster_name.as_deref(), Some("worker1"));
+    // `explain workload`: the worker it runs on, and why not the others (worker2's copy is removed
+    // once worker1 admitted; worker3 cannot be connected).
+    let all_checks = checks.list(&Default::default()).await.unwrap().items;
+    let mut explained = quotagate::multikueue::explain::lines(&wl, &all_checks);
+    wait_gone(&w2.cluster.workloads(), &wl_name).await;
+    explained.extend(
+        quotagate::multikueue::explain::read_other_workers(&m.client, "default", &wl, &all_checks).await,
+    );
+    for l in &explained {
+        println!("explain: {l}");
+    }
+    assert!(
+        explained[0].contains(r#"running on worker "worker1""#),
+        "{explained:?}"
+    );
+    assert_eq!(
+        explained[1],
+        r#"worker "worker2": no copy: removed once "worker1" admitted first"#
+    );
+    assert!(
+        explained[2].starts_with(r#"worker "worker3": inactive: BadConfig"#),
+        "{explained:?}"
+    );
 
     // worker1 holds a copy with the manager's spec and the origin label.
     let remote = wait_for(&w1.cluster.workloads(), &wl_name, "admitted copy", |w| {
@@ -372,6 +413,31 @@ async fn a_job_is_dispatched_runs_on_the_worker_that_admits_it_and_reports_back(
     })
     .await;
     wait_gone(&w1.cluster.workloads(), &wl_name).await;
+    // Kueue's MultiKueue metrics: one copy dispatched to each worker, admitted on worker1; worker1
+    // and worker2 Active, worker3 not (the gauge is read every 5 s).
+    let series = [
+        r#"multikueue_workloads_dispatched_total{cluster_queue="cq",cluster="worker1",replica_role="standalone"} 1"#,
+        r#"multikueue_workloads_dispatched_total{cluster_queue="cq",cluster="worker2",replica_role="standalone"} 1"#,
+        r#"multikueue_workloads_admitted_total{cluster_queue="cq",cluster="worker1",replica_role="standalone"} 1"#,
+        r#"multikueue_cluster_status{cluster_queue="cq",cluster="worker1",active="True",replica_role="standalone"} 1"#,
+        r#"multikueue_cluster_status{cluster_queue="cq",cluster="worker2",active="True",replica_role="standalone"} 1"#,
+        r#"multikueue_cluster_status{cluster_queue="cq",cluster="worker3",active="False",replica_role="standalone"} 1"#,
+        r#"multikueue_cluster_status{cluster_queue="cq",cluster="worker3",active="True",replica_role="standalone"} 0"#,
+    ];
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let text = loop {
+        let text = scrape(health).await;
+        if series.iter().all(|s| text.lines().any(|l| l == *s)) || tokio::time::Instant::now() > deadline {
+            break text;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    };
+    for s in series {
+        assert!(text.lines().any(|l| l == s), "missing {s} in /metrics:\n{text}");
+    }
+    for l in text.lines().filter(|l| l.starts_with("multikueue_")) {
+        println!("metrics: {l}");
+    }
     assert_role_used(&authz, &MULTIKUEUE_GRANTS);
     m.quota.assert_safe();
     w1.cluster.quota.assert_safe();
