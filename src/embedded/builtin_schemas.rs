@@ -28,7 +28,20 @@ static BUILTIN: LazyLock<BTreeMap<(&'static str, &'static str, &'static str), Va
     m.insert(("", "v1", "Secret"), schema::<core::v1::Secret>());
     m.insert(("", "v1", "ResourceQuota"), schema::<core::v1::ResourceQuota>());
     m.insert(("", "v1", "ServiceAccount"), schema::<core::v1::ServiceAccount>());
+    m.insert(("", "v1", "Binding"), schema::<core::v1::Binding>());
+    m.insert(("", "v1", "Endpoints"), schema::<core::v1::Endpoints>());
+    m.insert(("", "v1", "LimitRange"), schema::<core::v1::LimitRange>());
+    m.insert(
+        ("", "v1", "PersistentVolumeClaim"),
+        schema::<core::v1::PersistentVolumeClaim>(),
+    );
+    m.insert(("", "v1", "PodTemplate"), schema::<core::v1::PodTemplate>());
+    m.insert(
+        ("", "v1", "ReplicationController"),
+        schema::<core::v1::ReplicationController>(),
+    );
     m.insert(("batch", "v1", "Job"), schema::<batch::v1::Job>());
+    m.insert(("batch", "v1", "CronJob"), schema::<batch::v1::CronJob>());
     // Served only with `ServerConfig::real_cluster` (`registry.rs`).
     m.insert(
         ("apps", "v1", "Deployment"),

@@ -159,7 +159,21 @@ fn child(path: &str, key: &str) -> String {
 /// Checks `value` at `path` against `schema`, appending each refusal.
 pub fn check(schema: &Value, value: &Value, path: &str, errors: &mut Vec<FieldError>) {
     if value.is_null() {
-        // A null of a non-nullable field is dropped by the real server before validation.
+        // A null of a non-nullable field without a default is dropped by the real server when it
+        // decodes a body (`prune.rs`); one that reaches validation (a server-side applied
+        // configuration is not decoded so) is refused as a value of the wrong type.
+        let nullable = schema.get("nullable").and_then(Value::as_bool) == Some(true);
+        if let (false, None, Some(want)) = (
+            nullable,
+            schema.get("default"),
+            schema.get("type").and_then(Value::as_str),
+        ) {
+            errors.push(invalid(
+                path,
+                &Value::String("null".into()),
+                format!("{path} in body must be of type {want}: \"null\""),
+            ));
+        }
         return;
     }
     let num = |k: &str| schema.get(k).and_then(Value::as_f64);

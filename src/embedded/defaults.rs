@@ -41,6 +41,7 @@ pub fn apply(info: &ResourceInfo, obj: &mut Value, create: bool) {
         }
         ("batch", "jobs") => job(o),
         ("apps", "deployments") => deployment(o),
+        ("batch", "cronjobs") => cron_job(o),
         ("apiextensions.k8s.io", "customresourcedefinitions") => crd_status(o),
         ("", "services") => {
             service(obj_at(o, "spec"));
@@ -174,6 +175,17 @@ fn deployment(o: &mut Map<String, Value>) {
     set_default(spec, "revisionHistoryLimit", json!(10));
     set_default(spec, "progressDeadlineSeconds", json!(600));
     pod_spec(obj_at(obj_at(spec, "template"), "spec"));
+}
+
+/// `SetDefaults_CronJob` (`pkg/apis/batch/v1/defaults.go`) and the pod defaults of its job template.
+fn cron_job(o: &mut Map<String, Value>) {
+    let spec = obj_at(o, "spec");
+    set_default(spec, "concurrencyPolicy", json!("Allow"));
+    set_default(spec, "suspend", json!(false));
+    set_default(spec, "successfulJobsHistoryLimit", json!(3));
+    set_default(spec, "failedJobsHistoryLimit", json!(1));
+    let template = obj_at(obj_at(obj_at(spec, "jobTemplate"), "spec"), "template");
+    pod_spec(obj_at(template, "spec"));
 }
 
 /// What apiextensions-apiserver's naming and establishing controllers write to a new CRD's status

@@ -32,9 +32,9 @@ fn response_kind(r: &ResourceInfo) -> Value {
     json!({"group": r.group, "version": r.version, "kind": r.kind})
 }
 
-/// The reviews of `authorization.k8s.io` can only be created, as on the real server.
+/// The reviews of `authorization.k8s.io` and core `bindings` can only be created, as on the real server.
 fn verbs(r: &ResourceInfo) -> &'static [&'static str] {
-    if r.group == super::review::GROUP {
+    if r.group == super::review::GROUP || (r.group.is_empty() && r.plural == "bindings") {
         &["create"]
     } else {
         &VERBS
@@ -338,9 +338,10 @@ mod tests {
             .iter()
             .map(|r| r["name"].as_str().unwrap())
             .collect();
-        assert_eq!(names, ["jobs", "jobs/status"]);
-        assert!(list["resources"][0].get("shortNames").is_none());
-        assert_eq!(list["resources"][0]["categories"], json!(["all"]));
-        assert_eq!(list["resources"][0]["storageVersionHash"], "mudhfqk/qZY=");
+        assert_eq!(names, ["cronjobs", "cronjobs/status", "jobs", "jobs/status"]);
+        assert_eq!(list["resources"][0]["shortNames"], json!(["cj"]));
+        assert!(list["resources"][2].get("shortNames").is_none());
+        assert_eq!(list["resources"][2]["categories"], json!(["all"]));
+        assert_eq!(list["resources"][2]["storageVersionHash"], "mudhfqk/qZY=");
     }
 }

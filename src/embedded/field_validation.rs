@@ -84,11 +84,6 @@ impl Findings {
 /// field `patch`, quoting the patched object (top-level keys sorted, as its JSON patch library writes
 /// them), the patch body's duplicates (`json patch duplicate field`) before the object's unknown fields.
 pub fn json_patch_refused(f: &Findings, patched: &Value) -> ApiError {
-    let mut sorted: Vec<(&String, &Value)> = patched.as_object().into_iter().flatten().collect();
-    sorted.sort_by(|a, b| a.0.cmp(b.0));
-    let object: serde_json::Map<String, Value> =
-        sorted.into_iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-    let text = Value::Object(object).to_string();
     let errors = f
         .duplicate
         .iter()
@@ -96,12 +91,92 @@ pub fn json_patch_refused(f: &Findings, patched: &Value) -> ApiError {
         .chain(f.unknown.iter().map(|p| format!("unknown field \"{p}\"")))
         .collect::<Vec<_>>()
         .join(", ");
-    let e = crate::api::validation::FieldError::invalid(
-        "patch",
-        format!("{text:?}: strict decoding error: {errors}"),
-    );
+    patch_decode_refused(patched, &format!("strict decoding error: {errors}"))
+}
+
+/// kube-apiserver's JSON and merge patch handler when the patched object does not decode: 422 on the
+/// field `patch`, quoting the patched object (top-level keys sorted, as its JSON patch library writes
+/// them) and Go's decoding error.
+pub fn patch_decode_refused(patched: &Value, error: &str) -> ApiError {
+    let mut sorted: Vec<(&String, &Value)> = patched.as_object().into_iter().flatten().collect();
+    sorted.sort_by(|a, b| a.0.cmp(b.0));
+    let object: serde_json::Map<String, Value> =
+        sorted.into_iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let text = Value::Object(object).to_string();
+    let e = crate::api::validation::FieldError::invalid("patch", format!("{text:?}: {error}"));
     ApiError::invalid("", "", &[e])
 }
+
+/// The patched object of a map-only kind (a ConfigMap or Secret) as kube-apiserver's merge patch
+/// writes it: every map's keys sorted (Go writes maps so), and `metadata`, which the patch did not
+/// touch (`metadata_patched` false), as the stored object encoded it, in ObjectMeta's field order.
+pub fn go_patched_object(patched: &Value, metadata_patched: bool) -> Value {
+    fn sorted(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => {
+                let mut pairs: Vec<(&String, &Value)> = m.iter().collect();
+                pairs.sort_by(|a, b| a.0.cmp(b.0));
+                Value::Object(pairs.into_iter().map(|(k, v)| (k.clone(), sorted(v))).collect())
+            }
+            Value::Array(a) => Value::Array(a.iter().map(sorted).collect()),
+            other => other.clone(),
+        }
+    }
+    fn in_order(v: &Value, order: &[&str]) -> Value {
+        let Some(m) = v.as_object() else {
+            return v.clone();
+        };
+        let mut out = serde_json::Map::new();
+        for k in order.iter().filter(|k| m.contains_key(**k)) {
+            out.insert((*k).to_string(), m[*k].clone());
+        }
+        for (k, v) in m.iter().filter(|(k, _)| !order.contains(&k.as_str())) {
+            out.insert(k.clone(), v.clone());
+        }
+        Value::Object(out)
+    }
+    let mut out = sorted(patched);
+    if !metadata_patched && let Some(meta) = patched.get("metadata") {
+        let mut meta = in_order(meta, OBJECT_META_ORDER);
+        if let Some(fields) = meta.get_mut("managedFields").and_then(Value::as_array_mut) {
+            for e in fields.iter_mut() {
+                *e = in_order(e, MANAGED_FIELDS_ENTRY_ORDER);
+            }
+        }
+        out["metadata"] = meta;
+    }
+    out
+}
+
+/// `metav1.ObjectMeta`'s JSON fields in its struct order.
+const OBJECT_META_ORDER: &[&str] = &[
+    "name",
+    "generateName",
+    "namespace",
+    "selfLink",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "finalizers",
+    "managedFields",
+];
+
+/// `metav1.ManagedFieldsEntry`'s JSON fields in its struct order.
+const MANAGED_FIELDS_ENTRY_ORDER: &[&str] = &[
+    "manager",
+    "operation",
+    "apiVersion",
+    "time",
+    "fieldsType",
+    "fieldsV1",
+    "subresource",
+];
 
 /// Most findings reported for one request: a body full of mistakes gets a bounded answer.
 pub const MAX_FINDINGS: usize = 64;

@@ -839,6 +839,27 @@ impl Req<'_> {
         let info = self.t.info.clone();
         let name = self.t.name.clone();
         match (&self.method, name) {
+            (&Method::POST, None) if info.group.is_empty() && info.plural == "bindings" => {
+                let body = self.decode_body()?;
+                let warnings = self.validate_fields(&body)?;
+                let ns = self.ns().unwrap_or("default");
+                let done = super::binding::bind(
+                    self.store(),
+                    &self.srv.registry,
+                    ns,
+                    &body,
+                    self.query.dry_run(),
+                    &self.manager(),
+                )?;
+                Ok(with_warnings(ok(201, &done), &warnings))
+            }
+            // Bindings can only be created, as on the real server.
+            (_, _) if info.group.is_empty() && info.plural == "bindings" => {
+                Err(ApiError::method_not_allowed(format!(
+                    "the server does not allow this method on the requested resource: {}",
+                    self.method
+                )))
+            }
             (&Method::GET, None) if self.query.flag("watch") => self.watch(),
             (&Method::GET, None) => self.list(),
             (&Method::GET, Some(n)) => Ok(self.object(200, self.store().get(&info, self.ns(), &n)?)),
@@ -850,6 +871,9 @@ impl Req<'_> {
                 if info.group.is_empty() && info.plural == "pods" {
                     let ns = self.ns().unwrap_or("default");
                     serviceaccount::admit_pod(self.store(), &self.srv.registry, ns, &mut obj)?;
+                    if self.srv.config.real_cluster {
+                        serviceaccount::mount_api_access(self.store(), &self.srv.registry, ns, &mut obj);
+                    }
                     quota::admit_pod(self.store(), &self.srv.registry, ns, &obj)?;
                 }
                 if info.group.is_empty() && info.plural == "resourcequotas" {
@@ -940,7 +964,7 @@ impl Req<'_> {
     }
 
     /// What controllers of a real cluster do at once after a create: a new namespace gets its
-    /// `default` ServiceAccount.
+    /// `default` ServiceAccount, and its `kube-root-ca.crt` where a real cluster is modelled.
     fn after_create(&self, info: &ResourceInfo, obj: &Value) {
         if info.group.is_empty() && info.plural == "namespaces" && !self.query.dry_run() {
             let name = obj
@@ -948,6 +972,7 @@ impl Req<'_> {
                 .and_then(Value::as_str)
                 .unwrap_or_default();
             serviceaccount::ensure_default(self.store(), &self.srv.registry, name);
+            self.srv.publish_root_ca(name);
         }
     }
 

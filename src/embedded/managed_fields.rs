@@ -16,9 +16,13 @@
 //!   without managed fields is not tracked by updates until it is next applied (the existing fields
 //!   then belong to `before-first-apply`), as on the real server.
 //!
-//! Not modelled: the cap of ten `Update` entries (older ones fold into `ancient-changes`), conversion
-//! of entries between API versions, and the upgrade path from `kubectl.kubernetes.io/last-applied-
-//! configuration` to apply.
+//! - Client-side apply's annotation (`kubectl.kubernetes.io/last-applied-configuration`): an apply by
+//!   `kubectl` may take the fields the annotation still holds from their other managers without a
+//!   conflict, and rewrites the annotation to the applied configuration (kube-apiserver's
+//!   lastAppliedManager and lastAppliedUpdater); kubectl then moves the client-side manager's fields.
+//!
+//! Not modelled: the cap of ten `Update` entries (older ones fold into `ancient-changes`) and conversion
+//! of entries between API versions.
 
 use serde_json::{Map, Value, json};
 
@@ -402,7 +406,19 @@ pub fn apply(
         }
     }
     if !conflicts.is_empty() && !w.force {
-        return Err(conflict_error(conflicts));
+        // kube-apiserver's lastAppliedManager: `kubectl` moving from client-side apply takes over the
+        // fields its last-applied configuration still holds as they are live, as if forced.
+        let allowed = (w.manager == LAST_APPLIED_MANAGER)
+            .then(|| live.and_then(|l| allowed_from_last_applied(&ctx, l)))
+            .flatten()
+            .unwrap_or_default();
+        conflicts.retain(|(_, paths)| paths.iter().any(|p| !allowed.has(p)));
+        for (_, paths) in &mut conflicts {
+            paths.retain(|p| !allowed.has(p));
+        }
+        if !conflicts.is_empty() {
+            return Err(conflict_error(conflicts));
+        }
     }
     drop(conflicts);
     for e in &mut list {
@@ -424,7 +440,86 @@ pub fn apply(
             meta.insert("managedFields".into(), fields);
         }
     }
+    if w.manager == LAST_APPLIED_MANAGER {
+        sync_last_applied(&mut merged, config);
+    }
     Ok(merged)
+}
+
+/// The field manager whose applies kube-apiserver reconciles with client-side apply's annotation.
+const LAST_APPLIED_MANAGER: &str = "kubectl";
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// The fields `live`'s last-applied configuration sets and still holds with the same value
+/// (kube-apiserver's `allowedConflictsFromLastApplied`): `None` without a usable annotation.
+fn allowed_from_last_applied(ctx: &Ctx<'_>, live: &Value) -> Option<Set> {
+    let text = live
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(LAST_APPLIED))
+        .and_then(Value::as_str)
+        .filter(|t| !t.is_empty())?;
+    let last: Value = serde_json::from_str(text).ok().filter(Value::is_object)?;
+    if last.get("apiVersion").and_then(Value::as_str) != Some(&ctx.info.api_version()) {
+        return None;
+    }
+    let last = typed(ctx.info, last);
+    let live = typed(ctx.info, bare(live));
+    let c = ctx.walk.compare(&last, &live, ctx.shape);
+    Some(
+        ctx.walk
+            .to_set(&last, ctx.shape)
+            .difference(&c.modified)
+            .difference(&c.added)
+            .difference(&c.removed),
+    )
+}
+
+/// kube-apiserver's lastAppliedUpdater: after `kubectl`'s apply, an object that carries the
+/// client-side apply annotation gets the applied configuration there (without the annotation itself),
+/// as Go encodes an unstructured object: keys sorted, HTML characters escaped, a newline at the end.
+fn sync_last_applied(obj: &mut Value, config: &Value) {
+    let Some(annotations) = obj
+        .pointer_mut("/metadata/annotations")
+        .and_then(Value::as_object_mut)
+    else {
+        return;
+    };
+    if annotations
+        .get(LAST_APPLIED)
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
+        return;
+    }
+    let mut config = config.clone();
+    if let Some(a) = config
+        .pointer_mut("/metadata/annotations")
+        .and_then(Value::as_object_mut)
+    {
+        a.remove(LAST_APPLIED);
+    }
+    annotations.insert(LAST_APPLIED.into(), json!(go_json(&sorted(config)) + "\n"));
+}
+
+/// `v` with every object's keys in order, as Go writes a map.
+fn sorted(v: Value) -> Value {
+    match v {
+        Value::Object(m) => {
+            let mut pairs: Vec<(String, Value)> = m.into_iter().collect();
+            pairs.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::Object(pairs.into_iter().map(|(k, v)| (k, sorted(v))).collect())
+        }
+        Value::Array(a) => Value::Array(a.into_iter().map(sorted).collect()),
+        other => other,
+    }
+}
+
+/// Compact JSON with Go's HTML escaping of `<`, `>` and `&` (which JSON allows only inside strings).
+fn go_json(v: &Value) -> String {
+    v.to_string()
+        .replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026")
 }
 
 /// kube-apiserver's 409 for an apply that changes fields other managers own.

@@ -326,3 +326,60 @@ fn the_store_enforces_ownership_on_every_write() {
     assert_eq!(list[1]["operation"], "Update");
     assert_eq!(list[1]["fieldsV1"], json!({"f:data": {"f:b": {}}}));
 }
+
+/// apimachinery's lastAppliedManager and lastAppliedUpdater (`lastappliedmanager_test.go`): `kubectl`
+/// applying server-side over a client-side-applied object takes the fields the annotation still
+/// holds, and the annotation becomes the applied configuration; another manager still conflicts, and
+/// so does a field the annotation no longer holds as it is live.
+#[test]
+fn kubectl_moves_from_client_side_apply_without_conflicts() {
+    let info = cm_info();
+    let last = r#"{"apiVersion":"v1","data":{"k":"v2"},"kind":"ConfigMap","metadata":{"annotations":{},"name":"cm1","namespace":"blind"}}
+"#;
+    let mut csa = cm(json!({"k": "v2", "extra": "e"}));
+    csa["metadata"]["annotations"] = json!({LAST_APPLIED: last});
+    let live = update(
+        &info,
+        None,
+        &csa,
+        Writer::new("kubectl-client-side-apply", false),
+        NOW,
+    );
+    csa["metadata"]["managedFields"] = live.unwrap();
+    let cfg = cm(json!({"k": "v3"}));
+
+    let out = applied(&info, Some(&csa), &cfg, "kubectl").unwrap();
+    assert_eq!(out["data"], json!({"k": "v3", "extra": "e"}));
+    assert_eq!(
+        out["metadata"]["annotations"][LAST_APPLIED],
+        "{\"apiVersion\":\"v1\",\"data\":{\"k\":\"v3\"},\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"cm1\"}}\n"
+    );
+    // Apply entries sort before Update ones (`sortEncodedManagedFields`); kubectl's own migration
+    // then moves the client-side manager's fields.
+    let managers: Vec<(&str, &str)> = out["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["manager"].as_str().unwrap(), e["operation"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        managers,
+        [("kubectl", "Apply"), ("kubectl-client-side-apply", "Update")]
+    );
+
+    // Another manager name gets the conflict, and so does `kubectl` on a field the annotation
+    // does not hold (`extra` was written by the client-side apply outside its configuration).
+    let err = applied(&info, Some(&csa), &cfg, "other").unwrap_err();
+    assert_eq!(err.code, 409);
+    let err = applied(
+        &info,
+        Some(&csa),
+        &cm(json!({"k": "v2", "extra": "x"})),
+        "kubectl",
+    )
+    .unwrap_err();
+    assert_eq!(
+        err.message,
+        "Apply failed with 1 conflict: conflict with \"kubectl-client-side-apply\": .data.extra"
+    );
+}

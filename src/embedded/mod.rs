@@ -6,6 +6,7 @@ pub mod admission;
 mod ages;
 pub mod aggregated;
 pub mod auth;
+pub mod binding;
 pub mod builtin_schemas;
 pub mod cel;
 pub mod cluster;
@@ -44,6 +45,7 @@ mod rbac_bootstrap;
 mod refusals;
 pub mod registry;
 pub mod review;
+pub mod root_ca;
 pub mod satoken;
 mod scale;
 pub mod selector;
@@ -214,6 +216,14 @@ impl EmbeddedServer {
         Ok(srv)
     }
 
+    /// kube-controller-manager's root-CA publisher for a new namespace, once the listener serves,
+    /// where a real cluster is modelled (`root_ca.rs`).
+    pub(crate) fn publish_root_ca(&self, ns: &str) {
+        if let (true, Some(creds)) = (self.config.real_cluster, self.listener_creds.get()) {
+            root_ca::publish(&self.store, &self.registry, ns, &creds.ca_pem);
+        }
+    }
+
     /// The router: a tower service accepted by `kube::Client::new` and by `axum::serve`.
     pub fn router(self: &Arc<Self>) -> axum::Router {
         axum::Router::new()
@@ -279,6 +289,9 @@ impl EmbeddedServer {
         let limits = self.config.listener.clone();
         self.sa_tokens.init_from(&creds.token);
         let _ = self.listener_creds.set(creds.clone());
+        if self.config.real_cluster {
+            root_ca::publish_all(&self.store, &self.registry, &creds.ca_pem);
+        }
         let router = listener::authenticated(self.clone(), creds.clone(), &limits);
         let stats = self
             .listener_stats

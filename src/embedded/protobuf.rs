@@ -96,7 +96,9 @@ pub fn decode(body: &[u8], info: &ResourceInfo) -> Result<Value, ProtobufError> 
 
 /// One message as Kubernetes JSON: the apimachinery types with a JSON form of their own, otherwise an
 /// object of the fields that were sent. Go's protobuf writes every non-pointer field, empty or not, where
-/// its JSON leaves them out; empty strings are therefore left out (the same meaning in Go), other values kept.
+/// its JSON leaves them out; empty strings are therefore left out (the same meaning in Go), and so are the
+/// zero numbers and `false` of the non-pointer `omitempty` fields ([`OMITTED_WHEN_ZERO`]); a pointer field's
+/// zero was set by the client and is kept.
 fn message(m: &DynamicMessage) -> Result<Value, ProtobufError> {
     let field = |name: &str| m.get_field_by_name(name);
     Ok(match m.descriptor().full_name() {
@@ -134,11 +136,17 @@ fn message(m: &DynamicMessage) -> Result<Value, ProtobufError> {
         }
         _ => {
             let mut out = Map::new();
+            let message = m.descriptor().full_name().to_string();
             for (f, v) in m.fields() {
                 let v = value(v)?;
-                if !(v.is_null() || v.as_str() == Some("")) {
-                    out.insert(f.json_name().to_string(), v);
+                let zero = v.as_bool() == Some(false) || v.as_f64() == Some(0.0);
+                if v.is_null()
+                    || v.as_str() == Some("")
+                    || (zero && omitted_when_zero(&message, f.json_name()))
+                {
+                    continue;
                 }
+                out.insert(f.json_name().to_string(), v);
             }
             Value::Object(out)
         }
@@ -229,6 +237,137 @@ fn trim(x: f64) -> String {
     let s = format!("{x:.9}");
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
+
+/// Whether Go's JSON drops `field` of `message` when it is zero: a non-pointer `omitempty` number or bool.
+fn omitted_when_zero(message: &str, field: &str) -> bool {
+    OMITTED_WHEN_ZERO
+        .binary_search_by(|e| {
+            let (m, f) = e.rsplit_once('.').unwrap_or((e, ""));
+            m.cmp(message).then(f.cmp(field))
+        })
+        .is_ok()
+}
+
+/// The non-pointer `omitempty` numbers and bools of the served kinds' Go types (`k8s.io/api` v0.36.3
+/// `types.go` of each served group, and meta/v1's), as `message.jsonName`, sorted by message then field.
+/// A zero there decodes to the Go zero value, which the real server's JSON leaves out.
+const OMITTED_WHEN_ZERO: &[&str] = &[
+    "api.admissionregistration.v1.ValidatingAdmissionPolicyStatus.observedGeneration",
+    "api.apps.v1.DaemonSetSpec.minReadySeconds",
+    "api.apps.v1.DaemonSetStatus.numberAvailable",
+    "api.apps.v1.DaemonSetStatus.numberUnavailable",
+    "api.apps.v1.DaemonSetStatus.observedGeneration",
+    "api.apps.v1.DaemonSetStatus.updatedNumberScheduled",
+    "api.apps.v1.DeploymentSpec.minReadySeconds",
+    "api.apps.v1.DeploymentSpec.paused",
+    "api.apps.v1.DeploymentStatus.availableReplicas",
+    "api.apps.v1.DeploymentStatus.observedGeneration",
+    "api.apps.v1.DeploymentStatus.readyReplicas",
+    "api.apps.v1.DeploymentStatus.replicas",
+    "api.apps.v1.DeploymentStatus.unavailableReplicas",
+    "api.apps.v1.DeploymentStatus.updatedReplicas",
+    "api.apps.v1.ReplicaSetSpec.minReadySeconds",
+    "api.apps.v1.ReplicaSetStatus.availableReplicas",
+    "api.apps.v1.ReplicaSetStatus.fullyLabeledReplicas",
+    "api.apps.v1.ReplicaSetStatus.observedGeneration",
+    "api.apps.v1.ReplicaSetStatus.readyReplicas",
+    "api.apps.v1.StatefulSetSpec.minReadySeconds",
+    "api.apps.v1.StatefulSetStatus.currentReplicas",
+    "api.apps.v1.StatefulSetStatus.observedGeneration",
+    "api.apps.v1.StatefulSetStatus.readyReplicas",
+    "api.apps.v1.StatefulSetStatus.updatedReplicas",
+    "api.authorization.v1.SubjectAccessReviewStatus.denied",
+    "api.batch.v1.JobStatus.active",
+    "api.batch.v1.JobStatus.failed",
+    "api.batch.v1.JobStatus.succeeded",
+    "api.core.v1.AWSElasticBlockStoreVolumeSource.partition",
+    "api.core.v1.AWSElasticBlockStoreVolumeSource.readOnly",
+    "api.core.v1.AzureFilePersistentVolumeSource.readOnly",
+    "api.core.v1.AzureFileVolumeSource.readOnly",
+    "api.core.v1.CSIPersistentVolumeSource.readOnly",
+    "api.core.v1.CephFSPersistentVolumeSource.readOnly",
+    "api.core.v1.CephFSVolumeSource.readOnly",
+    "api.core.v1.CinderPersistentVolumeSource.readOnly",
+    "api.core.v1.CinderVolumeSource.readOnly",
+    "api.core.v1.Container.stdin",
+    "api.core.v1.Container.stdinOnce",
+    "api.core.v1.Container.tty",
+    "api.core.v1.ContainerImage.sizeBytes",
+    "api.core.v1.ContainerPort.hostPort",
+    "api.core.v1.ContainerStateTerminated.signal",
+    "api.core.v1.EphemeralContainerCommon.stdin",
+    "api.core.v1.EphemeralContainerCommon.stdinOnce",
+    "api.core.v1.EphemeralContainerCommon.tty",
+    "api.core.v1.Event.count",
+    "api.core.v1.EventSeries.count",
+    "api.core.v1.FCVolumeSource.readOnly",
+    "api.core.v1.FlexPersistentVolumeSource.readOnly",
+    "api.core.v1.FlexVolumeSource.readOnly",
+    "api.core.v1.GCEPersistentDiskVolumeSource.partition",
+    "api.core.v1.GCEPersistentDiskVolumeSource.readOnly",
+    "api.core.v1.GlusterfsPersistentVolumeSource.readOnly",
+    "api.core.v1.GlusterfsVolumeSource.readOnly",
+    "api.core.v1.ISCSIPersistentVolumeSource.chapAuthDiscovery",
+    "api.core.v1.ISCSIPersistentVolumeSource.chapAuthSession",
+    "api.core.v1.ISCSIPersistentVolumeSource.readOnly",
+    "api.core.v1.ISCSIVolumeSource.chapAuthDiscovery",
+    "api.core.v1.ISCSIVolumeSource.chapAuthSession",
+    "api.core.v1.ISCSIVolumeSource.readOnly",
+    "api.core.v1.NFSVolumeSource.readOnly",
+    "api.core.v1.NodeSpec.unschedulable",
+    "api.core.v1.PersistentVolumeClaimVolumeSource.readOnly",
+    "api.core.v1.PodAttachOptions.stderr",
+    "api.core.v1.PodAttachOptions.stdin",
+    "api.core.v1.PodAttachOptions.stdout",
+    "api.core.v1.PodAttachOptions.tty",
+    "api.core.v1.PodCondition.observedGeneration",
+    "api.core.v1.PodExecOptions.stderr",
+    "api.core.v1.PodExecOptions.stdin",
+    "api.core.v1.PodExecOptions.stdout",
+    "api.core.v1.PodExecOptions.tty",
+    "api.core.v1.PodLogOptions.follow",
+    "api.core.v1.PodLogOptions.insecureSkipTLSVerifyBackend",
+    "api.core.v1.PodLogOptions.previous",
+    "api.core.v1.PodLogOptions.timestamps",
+    "api.core.v1.PodSpec.hostIPC",
+    "api.core.v1.PodSpec.hostNetwork",
+    "api.core.v1.PodSpec.hostPID",
+    "api.core.v1.PodStatus.observedGeneration",
+    "api.core.v1.PortworxVolumeSource.readOnly",
+    "api.core.v1.Probe.failureThreshold",
+    "api.core.v1.Probe.initialDelaySeconds",
+    "api.core.v1.Probe.periodSeconds",
+    "api.core.v1.Probe.successThreshold",
+    "api.core.v1.Probe.timeoutSeconds",
+    "api.core.v1.QuobyteVolumeSource.readOnly",
+    "api.core.v1.RBDPersistentVolumeSource.readOnly",
+    "api.core.v1.RBDVolumeSource.readOnly",
+    "api.core.v1.ReplicationControllerSpec.minReadySeconds",
+    "api.core.v1.ReplicationControllerStatus.availableReplicas",
+    "api.core.v1.ReplicationControllerStatus.fullyLabeledReplicas",
+    "api.core.v1.ReplicationControllerStatus.observedGeneration",
+    "api.core.v1.ReplicationControllerStatus.readyReplicas",
+    "api.core.v1.ScaleIOPersistentVolumeSource.readOnly",
+    "api.core.v1.ScaleIOPersistentVolumeSource.sslEnabled",
+    "api.core.v1.ScaleIOVolumeSource.readOnly",
+    "api.core.v1.ScaleIOVolumeSource.sslEnabled",
+    "api.core.v1.ServicePort.nodePort",
+    "api.core.v1.ServiceSpec.healthCheckNodePort",
+    "api.core.v1.ServiceSpec.publishNotReadyAddresses",
+    "api.core.v1.StorageOSPersistentVolumeSource.readOnly",
+    "api.core.v1.StorageOSVolumeSource.readOnly",
+    "api.core.v1.VolumeMount.readOnly",
+    "api.core.v1.VolumeMountStatus.readOnly",
+    "api.events.v1.Event.deprecatedCount",
+    "api.scheduling.v1.PriorityClass.globalDefault",
+    "apimachinery.pkg.apis.meta.v1.Condition.observedGeneration",
+    "apimachinery.pkg.apis.meta.v1.ListOptions.allowWatchBookmarks",
+    "apimachinery.pkg.apis.meta.v1.ListOptions.limit",
+    "apimachinery.pkg.apis.meta.v1.ListOptions.watch",
+    "apimachinery.pkg.apis.meta.v1.ObjectMeta.generation",
+    "apimachinery.pkg.apis.meta.v1.Status.code",
+    "apimachinery.pkg.apis.meta.v1.StatusDetails.retryAfterSeconds",
+];
 
 #[cfg(test)]
 mod tests {
@@ -330,6 +469,29 @@ mod tests {
             v["spec"],
             json!({"ports": [{"name": "80-8080", "protocol": "TCP", "port": 80, "targetPort": 8080}], "type": "ClusterIP"})
         );
+    }
+
+    #[test]
+    fn go_zero_values_of_omitempty_fields_are_left_out() {
+        // As Go's client writes a ClusterIP Service: nodePort=5, healthCheckNodePort=12 and
+        // publishNotReadyAddresses=13 are non-pointer fields, sent as zero; the real server's JSON
+        // has none of them.
+        let target = [varint(1, 0), varint(2, 8080)].concat();
+        let port = [ld(2, b"TCP"), varint(3, 80), ld(4, &target), varint(5, 0)].concat();
+        let spec = [ld(1, &port), ld(4, b"ClusterIP"), varint(12, 0), varint(13, 0)].concat();
+        let raw = [ld(1, &ld(1, b"web")), ld(2, &spec)].concat();
+        let v = decode(&body("v1", "Service", &raw), &info("", "Service")).unwrap();
+        assert_eq!(
+            v["spec"],
+            json!({"ports": [{"protocol": "TCP", "port": 80, "targetPort": 8080}], "type": "ClusterIP"})
+        );
+        // PodSpec terminationGracePeriodSeconds=4 is a pointer: a zero was set, and is kept.
+        let raw = [ld(1, &ld(1, b"p")), ld(2, &varint(4, 0))].concat();
+        let v = decode(&body("v1", "Pod", &raw), &info("", "Pod")).unwrap();
+        assert_eq!(v["spec"], json!({"terminationGracePeriodSeconds": 0}));
+        // The table is sorted as the lookup reads it.
+        let key = |e: &&str| e.rsplit_once('.').map(|(m, f)| (m.to_string(), f.to_string()));
+        assert!(OMITTED_WHEN_ZERO.windows(2).all(|w| key(&w[0]) < key(&w[1])));
     }
 
     #[test]

@@ -146,6 +146,18 @@ fn go_type(v: &Value) -> &'static str {
 /// `ConfigMap in version "v1" cannot be handled as a ConfigMap: json: cannot unmarshal number into
 /// Go struct field ConfigMap.data of type string`. Null values decode to empty in Go and pass.
 pub fn string_maps(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
+    string_maps_decoded(info, obj).map_err(|e| {
+        ApiError::bad_request(format!(
+            "{kind} in version \"{}\" cannot be handled as a {kind}: {e}",
+            info.version,
+            kind = info.kind
+        ))
+    })
+}
+
+/// [`string_maps`]' check with Go's decoding error alone, as kube-apiserver's JSON and merge patch
+/// handler quotes it (`patch_decode_refused`).
+pub fn string_maps_decoded(info: &ResourceInfo, obj: &Value) -> Result<(), String> {
     let fields: &[(&str, &str)] = match (info.group.as_str(), info.plural.as_str()) {
         ("", "configmaps") => &[("data", "string"), ("binaryData", "[]uint8")],
         ("", "secrets") => &[("data", "[]uint8"), ("stringData", "string")],
@@ -153,11 +165,10 @@ pub fn string_maps(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
     };
     let kind = &info.kind;
     let refuse = |field: &str, v: &Value, of: &str| {
-        ApiError::bad_request(format!(
-            "{kind} in version \"{}\" cannot be handled as a {kind}: json: cannot unmarshal {} into Go struct field {kind}.{field} of type {of}",
-            info.version,
+        format!(
+            "json: cannot unmarshal {} into Go struct field {kind}.{field} of type {of}",
             go_type(v)
-        ))
+        )
     };
     for (field, of) in fields {
         match obj.get(*field) {
@@ -173,10 +184,7 @@ pub fn string_maps(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
                         .filter_map(Value::as_str)
                         .find_map(|s| super::validation::go_base64(s).err())
                 {
-                    return Err(ApiError::bad_request(format!(
-                        "{kind} in version \"{}\" cannot be handled as a {kind}: illegal base64 data at input byte {at}",
-                        info.version
-                    )));
+                    return Err(format!("illegal base64 data at input byte {at}"));
                 }
             }
             Some(other) => return Err(refuse(field, other, &format!("map[string]{of}"))),

@@ -1504,7 +1504,31 @@ impl Store {
         if !super::limits::within_depth(&doc) {
             return Err(patch_refused(patch::PatchError::TooDeep));
         }
-        prune::prune(info, &mut doc);
+        // The JSON and merge patch handler decodes the patched object before anything else.
+        if matches!(kind, PatchKind::Json | PatchKind::Merge)
+            && let Err(e) = super::refusals::string_maps_decoded(info, &doc)
+        {
+            let patched = super::field_validation::go_patched_object(
+                &doc,
+                match kind {
+                    PatchKind::Json => body.as_array().into_iter().flatten().any(|op| {
+                        ["path", "from"].iter().any(|f| {
+                            op.get(*f)
+                                .and_then(Value::as_str)
+                                .is_some_and(|p| p.starts_with("/metadata"))
+                        })
+                    }),
+                    _ => body.get("metadata").is_some(),
+                },
+            );
+            return Err(super::field_validation::patch_decode_refused(&patched, &e));
+        }
+        // An applied configuration's nulls stay for validation to judge, as on the real server.
+        if kind == PatchKind::Apply {
+            prune::prune_applied(info, &mut doc);
+        } else {
+            prune::prune(info, &mut doc);
+        }
         meta::check_identity(info, &old, &doc)?;
         // A resourceVersion written by the patch is a precondition, as on the real server.
         if meta_str(&doc, "resourceVersion") != meta_str(&old, "resourceVersion") {

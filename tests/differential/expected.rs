@@ -69,8 +69,4 @@ pub const EXPECTED_DIFFERENCES: &[(&str, &str)] = &[
     ),
     // quotagate CRDs
     // samples
-    (
-        r#"sample ray-service.high-throughput-gemma4 #0 RayService applied"#,
-        r#"behaviour: a null template.metadata in an applied RayService is stored (201); kube-apiserver refuses it (422)"#,
-    ),
 ];

@@ -7,6 +7,45 @@ use serde_json::{Value, json};
 use super::{invalid, non_negative, one_of, pod, str_at};
 use crate::api::validation::{FieldError, Path};
 
+/// `ValidateCronJobSpec` (`pkg/apis/batch/validation/validation.go`), without parsing the schedule:
+/// a schedule is required, the counts are not negative, the concurrency policy is one of three, and
+/// the job template's pod spec is a Job's.
+pub fn validate_cron_job(obj: &Value, errs: &mut Vec<FieldError>) {
+    let spec = obj.get("spec").unwrap_or(&Value::Null);
+    let path = Path::root("spec");
+    if spec
+        .get("schedule")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
+        errs.push(super::required(&path.child("schedule"), ""));
+    }
+    non_negative(spec, "startingDeadlineSeconds", &path, errs);
+    one_of(
+        spec,
+        "concurrencyPolicy",
+        &path,
+        &["Allow", "Forbid", "Replace"],
+        errs,
+    );
+    let job = spec.pointer("/jobTemplate/spec").unwrap_or(&Value::Null);
+    let jpath = path.child("jobTemplate").child("spec");
+    for field in [
+        "parallelism",
+        "completions",
+        "activeDeadlineSeconds",
+        "backoffLimit",
+    ] {
+        non_negative(job, field, &jpath, errs);
+    }
+    let template_spec = job.pointer("/template/spec").unwrap_or(&Value::Null);
+    let tpath = jpath.child("template").child("spec");
+    pod::validate_pod_spec(template_spec, &tpath, errs);
+    pod::template_restart_policy(template_spec, &tpath, errs);
+    non_negative(spec, "successfulJobsHistoryLimit", &path, errs);
+    non_negative(spec, "failedJobsHistoryLimit", &path, errs);
+}
+
 pub fn validate_job(obj: &Value, old: Option<&Value>, errs: &mut Vec<FieldError>) {
     let spec = obj.get("spec").unwrap_or(&Value::Null);
     let path = Path::root("spec");

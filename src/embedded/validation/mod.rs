@@ -39,6 +39,7 @@ pub fn validate(info: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<Fi
         ("", "events") => events::validate_core_event(obj, &mut errs),
         ("events.k8s.io", "events") => events::validate_events_event(obj, &mut errs),
         ("batch", "jobs") => batch::validate_job(obj, old, &mut errs),
+        ("batch", "cronjobs") => batch::validate_cron_job(obj, &mut errs),
         ("apps", "deployments") => apps::validate_deployment(obj, &mut errs),
         ("coordination.k8s.io", "leases") => coordination::validate_lease(obj, &mut errs),
         ("discovery.k8s.io", "endpointslices") => discovery::validate_endpoint_slice(obj, &mut errs),
