@@ -50,5 +50,6 @@ mod scenarios;
 mod stall;
 mod support;
 mod tas;
+mod tas_rayservice;
 mod upgrade_failures;
 mod visibility;
