@@ -453,6 +453,18 @@ impl Run<'_> {
         !self.unconstrained
     }
 
+    /// `ps` selects, on some level's label, a value other than the one of leaf domain `d`.
+    fn selects_other_domain(&self, ps: &PodSetModel, d: usize) -> bool {
+        let values = &self.s.domains[d].values;
+        ps.node_selector.iter().any(|(k, v)| {
+            self.s
+                .levels
+                .iter()
+                .position(|l| l == k)
+                .is_some_and(|i| values.get(i) != Some(v))
+        })
+    }
+
     /// Kueue's `fillInCounts`: pods (and slices) that fit in each leaf, rolled up the tree.
     fn fill_in_counts(
         &mut self,
@@ -484,6 +496,13 @@ impl Run<'_> {
                     ex.affinity += 1;
                     continue;
                 }
+            } else if self.selects_other_domain(ps, leaf.domain) {
+                // Beyond Kueue (which filters by node selector only at hostname leaves): a
+                // selector on a topology level's label keeps the pods out of every other domain of
+                // that level, so they are not counted there. A RayService upgrade's slice pins its
+                // running cluster where it runs this way (`rayservice::job::demand::Pins`).
+                ex.node_selector += 1;
+                continue;
             }
             let (n, limiting) = count_in(per_pod, &leaf.free, &self.s.usage[li]);
             if n == 0

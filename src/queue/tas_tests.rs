@@ -737,3 +737,28 @@ fn truncation_keeps_the_first_pods_in_assignment_order() {
         assert_eq!(have.truncated(count), want, "{name}");
     }
 }
+
+/// Beyond Kueue (its `fillInCounts` filters by node selector only at hostname leaves): a podset
+/// selecting a value of a topology level's label is placed only in that domain, on a topology whose
+/// lowest level is not hostnames too. A RayService upgrade's slice pins its serving cluster so.
+#[test]
+fn a_node_selector_on_a_level_label_keeps_pods_in_that_domain() {
+    let n = default_nodes();
+    // Without the selector 3 pods go to b1/r2 (BestFit, as Kueue's "rack required; multiple Pods
+    // fit in a rack; BestFit"); selecting block b2 leaves only b2/r2 (2 cpu) for the rack.
+    let s = TasSnapshot::new("default", &two(), &n);
+    let mut ps = podset(2, &[("cpu", 1000)]);
+    ps.node_selector = [(BLOCK.to_string(), "b2".to_string())].into();
+    let p = s.place(&ps, &required(RACK), false, 2).unwrap();
+    let got: Vec<(String, i32)> = p.domains.iter().map(|d| (d.values.join("/"), d.count)).collect();
+    assert_eq!(Ok(got), want(&[("b2/r2", 2)]));
+    // Three pods fit in no rack of block b2; the two racks of b1 are left out by the selector.
+    ps.count = 3;
+    assert_eq!(
+        s.place(&ps, &required(RACK), false, 3),
+        Err(r#"topology "default" allows to fit only 2 out of 3 pod(s). Total nodes: 4; excluded: nodeSelector: 2"#.to_string())
+    );
+    // A selector on a label that is no level of the topology does not filter here.
+    ps.node_selector = [("instance".to_string(), "spot".to_string())].into();
+    assert!(s.place(&ps, &required(RACK), false, 3).is_ok());
+}

@@ -51,5 +51,6 @@ mod scenarios;
 mod stall;
 mod support;
 mod tas;
+mod tas_rayservice;
 mod upgrade_failures;
 mod visibility;

@@ -52,6 +52,33 @@ pub struct Verdict {
     /// The scheduler's reasoning when it is not admitted: shortfall per flavor, holders, preemption.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub explanation: Option<Explanation>,
+    /// Whether it fits the topology, for a phase with podsets in a topology-aware flavor.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub topology: Option<TopologyFit>,
+}
+
+/// Whether a phase fits topologically, not only by quota (issue 65): quota may have room while no
+/// domain of the level a podset requires does, and the other way round.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TopologyFit {
+    /// Every podset in a TAS flavor has a placement; `None` when quota fails before the topology
+    /// is tried (`byQuota` false).
+    pub fits: Option<bool>,
+    /// Admitted with the same queues and workloads but no topology (Nodes not counted).
+    pub by_quota: bool,
+    /// Per podset placed: each domain (its values joined by `/`) and its pods.
+    pub placements: BTreeMap<String, Vec<(String, i32)>>,
+    /// Why it does not fit: Kueue's message and the level the podset requires one domain of.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub why: String,
+}
+
+/// Kueue's not-fit message for a podset's topology (`couldn't assign flavors to pod set X: topology
+/// "T" ...`), as opposed to a quota one.
+fn is_topology_message(message: &str) -> bool {
+    (message.starts_with("couldn't assign flavors to pod set ") && message.contains(": topology \""))
+        || message.contains("there is no Topology")
 }
 
 /// Adds the queue objects among `docs` to `snap`; other kinds are the caller's.
@@ -200,7 +227,9 @@ pub fn current_slice(snap: &Snapshot, rs: &RayService) -> Option<WorkloadKey> {
     admitted_slice(&owned).map(key_of)
 }
 
-/// Runs one admission cycle with a Workload of `podsets` added and reports what happened to it.
+/// Runs one admission cycle with a Workload of `podsets` added and reports what happened to it,
+/// and, when a podset asks for a topology or lands in a topology-aware flavor, whether it fits the
+/// topology: where each podset goes, or why it cannot, and whether quota alone would admit it.
 pub fn check(
     snap: &Snapshot,
     job: &ObjectMeta,
@@ -209,6 +238,71 @@ pub fn check(
     replaces: Option<&WorkloadKey>,
     now_ms: i64,
 ) -> Verdict {
+    let (mut verdict, placements) = cycle(snap, job, local_queue, podsets, replaces, now_ms);
+    let asks = podsets
+        .iter()
+        .any(|p| crate::api::kueue::tas::explicitly_requests_tas(p.topology_request.as_ref()));
+    let topological = is_topology_message(&verdict.message);
+    if verdict.admitted && (asks || !placements.is_empty()) {
+        verdict.topology = Some(TopologyFit {
+            fits: Some(true),
+            by_quota: true,
+            placements,
+            why: String::new(),
+        });
+    } else if !verdict.admitted && (asks || topological) {
+        // The same cycle with every flavor's topology taken away: quota alone.
+        let mut plain = snap.clone();
+        for f in &mut plain.flavors {
+            if f.spec.as_ref().is_some_and(|s| s.topology_name.is_some()) {
+                let mut flat = f.as_ref().clone();
+                if let Some(s) = flat.spec.as_mut() {
+                    s.topology_name = None;
+                }
+                *f = Arc::new(flat);
+            }
+        }
+        // Nor do the podsets ask for any (a request needs a TAS flavor to be assigned one).
+        let flat: Vec<PodSet> = podsets
+            .iter()
+            .cloned()
+            .map(|mut p| {
+                p.topology_request = None;
+                p
+            })
+            .collect();
+        let (quota, _) = cycle(&plain, job, local_queue, &flat, replaces, now_ms);
+        verdict.topology = Some(TopologyFit {
+            fits: if topological {
+                Some(false)
+            } else if quota.admitted {
+                Some(true)
+            } else {
+                None
+            },
+            by_quota: quota.admitted,
+            placements: BTreeMap::new(),
+            why: if topological {
+                crate::rayservice::job::gate::with_topology_level(podsets, &verdict.message)
+            } else {
+                String::new()
+            },
+        });
+    }
+    verdict
+}
+
+/// Where each podset of an admission was placed in its topology.
+type Placements = BTreeMap<String, Vec<(String, i32)>>;
+
+fn cycle(
+    snap: &Snapshot,
+    job: &ObjectMeta,
+    local_queue: &str,
+    podsets: &[PodSet],
+    replaces: Option<&WorkloadKey>,
+    now_ms: i64,
+) -> (Verdict, Placements) {
     let ns = job.namespace.clone().unwrap_or_else(|| "default".into());
     let name = format!("quotagate-plan-{}", job.name.as_deref().unwrap_or("job"));
     let mut annotations = BTreeMap::new();
@@ -248,35 +342,56 @@ pub fn check(
                     .iter()
                     .map(|p| (p.name.clone(), p.flavors.clone()))
                     .collect();
-                return Verdict {
-                    admitted: true,
-                    flavors,
-                    reason: "Admitted".into(),
-                    message: format!("admitted by ClusterQueue {}", admission.cluster_queue),
-                    explanation: None,
-                };
+                let placements = admission
+                    .pod_set_assignments
+                    .iter()
+                    .filter_map(|p| {
+                        let t = p.topology.as_ref()?;
+                        let domains = t.domains.iter().map(|d| (d.values.join("/"), d.count)).collect();
+                        Some((p.name.clone(), domains))
+                    })
+                    .collect();
+                return (
+                    Verdict {
+                        admitted: true,
+                        flavors,
+                        reason: "Admitted".into(),
+                        message: format!("admitted by ClusterQueue {}", admission.cluster_queue),
+                        explanation: None,
+                        topology: None,
+                    },
+                    placements,
+                );
             }
             Action::Pending {
                 key: k,
                 reason,
                 message,
             } if k == key => {
-                return Verdict {
-                    admitted: false,
-                    flavors: BTreeMap::new(),
-                    reason: reason.as_str().into(),
-                    message,
-                    explanation: state.explanations.remove(&key),
-                };
+                return (
+                    Verdict {
+                        admitted: false,
+                        flavors: BTreeMap::new(),
+                        reason: reason.as_str().into(),
+                        message,
+                        explanation: state.explanations.remove(&key),
+                        topology: None,
+                    },
+                    Placements::new(),
+                );
             }
             _ => {}
         }
     }
-    Verdict {
-        admitted: false,
-        flavors: BTreeMap::new(),
-        reason: "Pending".into(),
-        message: "not evaluated in this cycle".into(),
-        explanation: state.explanations.remove(&key),
-    }
+    (
+        Verdict {
+            admitted: false,
+            flavors: BTreeMap::new(),
+            reason: "Pending".into(),
+            message: "not evaluated in this cycle".into(),
+            explanation: state.explanations.remove(&key),
+            topology: None,
+        },
+        Placements::new(),
+    )
 }

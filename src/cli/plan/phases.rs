@@ -85,8 +85,20 @@ pub fn sized_cluster(
     pending_incremental: bool,
 ) -> Result<(RayCluster, ClusterInPhase), PhaseError> {
     let name = format!("{}-{role}", rs.metadata.name.as_deref().unwrap_or("rayservice"));
-    let rc = step::sized_for(rs, &child_cluster(rs, &name, "", pending_incremental), capacity)
+    let mut rc = step::sized_for(rs, &child_cluster(rs, &name, "", pending_incremental), capacity)
         .map_err(PhaseError::ServeConfig)?;
+    // The pending cluster is a cluster of its own even when `--to` is the same spec (an image bump
+    // planned as is): a group asking for one topology domain is then a podset per cluster, each
+    // placed in a domain of its own, as the upgrade's slice asks (`demand::QuotaIdentity`).
+    if role == "pending"
+        && let Some(hash) = rc
+            .metadata
+            .annotations
+            .as_mut()
+            .and_then(|a| a.get_mut(crate::api::ray::constants::ANNOTATION_HASH_WITHOUT_REPLICAS))
+    {
+        hash.push_str("-pending");
+    }
     let workers = rc
         .spec
         .worker_groups()

@@ -61,6 +61,35 @@ fn verdict_cell(p: &PhaseReport) -> String {
     }
 }
 
+/// Whether the phase fits its topology: where each podset goes, or which level has no room.
+fn write_topology(out: &mut String, p: &PhaseReport) {
+    let Some(t) = p.admission.as_ref().and_then(|v| v.topology.as_ref()) else {
+        return;
+    };
+    let fits = match t.fits {
+        Some(true) => "yes",
+        Some(false) => "no",
+        None => "not tried (quota does not fit first)",
+    };
+    let _ = writeln!(
+        out,
+        "\n{} topology: fits {fits}; by quota alone: {}",
+        p.name,
+        yes_no(t.by_quota)
+    );
+    for (podset, domains) in &t.placements {
+        let at = domains
+            .iter()
+            .map(|(d, n)| format!("{d}={n}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let _ = writeln!(out, "  {podset}: {at}");
+    }
+    if !t.why.is_empty() {
+        let _ = writeln!(out, "  {}", t.why);
+    }
+}
+
 fn write_shortfall(out: &mut String, p: &PhaseReport) {
     let Some(v) = p.admission.as_ref().filter(|v| !v.admitted) else {
         return;
@@ -250,6 +279,8 @@ fn text(r: &Report) -> String {
             .join("; ");
         let _ = writeln!(out, "{clusters}");
     }
+    write_topology(&mut out, &r.steady);
+    write_topology(&mut out, &r.peak);
     write_shortfall(&mut out, &r.steady);
     write_shortfall(&mut out, &r.peak);
     out

@@ -353,3 +353,111 @@ fn several_services_are_planned_together() {
         serde_json::from_str(&several::render_all(&plans, Output::Json).unwrap()).unwrap();
     assert_eq!(json["services"].as_array().map(Vec::len), Some(2));
 }
+
+const RACK: &str = "cloud.provider.com/topology-rack";
+
+/// Two racks of `per_rack` nodes of 2 CPU, a Topology of the rack level, the TAS flavor naming it
+/// and ClusterQueue `cq` with ample quota in it: only the racks can be short.
+fn racks(per_rack: usize) -> Snapshot {
+    let mut docs = vec![
+        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology", "metadata": {"name": "default"},
+            "spec": {"levels": [{"nodeLabel": RACK}]}}),
+        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "tas-flavor"},
+            "spec": {"nodeLabels": {"group": "tas"}, "topologyName": "default"}}),
+        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "cq"},
+            "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu", "memory"],
+                "flavors": [{"name": "tas-flavor", "resources": [
+                    {"name": "cpu", "nominalQuota": "100"}, {"name": "memory", "nominalQuota": "1000Gi"}]}]}]}}),
+    ];
+    for rack in ["rack-a", "rack-b"] {
+        for i in 0..per_rack {
+            docs.push(json!({"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": format!("{rack}-{i}"), "labels": {RACK: rack, "group": "tas"}},
+                "status": {"allocatable": {"cpu": "2", "memory": "64Gi", "pods": "110"},
+                    "conditions": [{"type": "Ready", "status": "True"}]}}));
+        }
+    }
+    let mut snap = Snapshot::default();
+    let docs: Vec<(usize, serde_json::Value)> = docs.into_iter().enumerate().collect();
+    fit::add_documents(&mut snap, &docs).expect("queue documents parse");
+    snap
+}
+
+/// A RayService whose head asks memory only and whose `workers` workers of 1 CPU require one rack.
+fn rack_service(workers: i32) -> RayService {
+    serde_json::from_value(json!({
+        "apiVersion": "ray.io/v1", "kind": "RayService",
+        "metadata": {"name": "rs", "namespace": "default"},
+        "spec": {"rayClusterConfig": {"rayVersion": "2.46.0",
+            "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "ray-head",
+                "image": "rayproject/ray:2.46.0", "resources": {"requests": {"memory": "1Gi"}}}]}}},
+            "workerGroupSpecs": [{"groupName": "workers", "replicas": workers, "minReplicas": workers,
+                "maxReplicas": workers, "rayStartParams": {},
+                "template": {"metadata": {"annotations": {"kueue.x-k8s.io/podset-required-topology": RACK}},
+                    "spec": {"containers": [{"name": "ray-worker", "image": "rayproject/ray:2.46.0",
+                        "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}}}]}}
+    }))
+    .unwrap()
+}
+
+/// Issue 65: `plan` says whether the upgrade fits topologically, not only by quota. The peak of a
+/// blue/green upgrade is two clusters, each of whose workers must share a rack (Kueue tas_test.go
+/// "should admit workload which fits in a required topology domain" / "should not admit workload
+/// which does not fit to the required topology domain", applied per cluster). Racks of 4 CPU hold 3
+/// workers each: the serving cluster in one, the pending one in the other. Racks of 2 CPU (one node)
+/// hold no cluster's 3 workers: quota has room, the topology does not, and the plan says which level.
+#[test]
+fn plan_says_whether_the_upgrade_fits_the_topology_not_only_the_quota() {
+    let rs = rack_service(3);
+    let mut r = compute(&rs, &rs).unwrap();
+    assert_eq!(
+        r.peak
+            .podsets
+            .iter()
+            .filter(|p| p.name.starts_with("workers-"))
+            .count(),
+        2,
+        "each cluster's workers are a podset of their own: {:?}",
+        r.peak.podsets
+    );
+    check_against(&mut r, &racks(2), &rs, &rs, Some("cq"), 1_000).unwrap();
+    let peak = r.peak.admission.as_ref().unwrap();
+    assert!(peak.admitted, "{peak:?}");
+    let t = peak.topology.as_ref().expect("a topology verdict");
+    assert_eq!((t.fits, t.by_quota), (Some(true), true));
+    let worker_racks: Vec<&Vec<(String, i32)>> = t
+        .placements
+        .iter()
+        .filter(|(p, _)| p.starts_with("workers-"))
+        .map(|(_, d)| d)
+        .collect();
+    assert_eq!(worker_racks.len(), 2, "{t:?}");
+    assert!(worker_racks.iter().all(|d| d.len() == 1 && d[0].1 == 3), "{t:?}");
+    assert_ne!(worker_racks[0][0].0, worker_racks[1][0].0, "two racks: {t:?}");
+    let table = render(&r, Output::Table).unwrap();
+    assert!(
+        table.contains("topology: fits yes; by quota alone: yes"),
+        "{table}"
+    );
+
+    let mut r = compute(&rs, &rs).unwrap();
+    check_against(&mut r, &racks(1), &rs, &rs, Some("cq"), 1_000).unwrap();
+    let steady = r.steady.admission.as_ref().unwrap();
+    assert!(!steady.admitted, "3 workers fit in no rack of 2 CPU: {steady:?}");
+    let peak = r.peak.admission.as_ref().unwrap();
+    assert!(!peak.admitted);
+    let t = peak.topology.as_ref().expect("a topology verdict");
+    assert_eq!((t.fits, t.by_quota), (Some(false), true), "{t:?}");
+    assert!(
+        t.why
+            .contains(r#"topology "default" allows to fit only 2 out of 3 pod(s)"#)
+            && t.why.contains(&format!("in one domain of topology level {RACK}")),
+        "{}",
+        t.why
+    );
+    let table = render(&r, Output::Table).unwrap();
+    assert!(
+        table.contains("topology: fits no; by quota alone: yes"),
+        "{table}"
+    );
+}

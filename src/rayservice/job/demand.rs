@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use kube::ResourceExt;
 use sha2::{Digest, Sha256};
 
+use crate::api::kueue::tas::{decode_assignment, podset_topology_request};
 use crate::api::kueue::{PodSet, Workload};
 use crate::api::ray::RayCluster;
 use crate::api::ray::constants as c;
@@ -35,7 +36,38 @@ pub struct QuotaIdentity {
     requests: BTreeMap<String, Amount>,
     /// nodeSelector, affinity and tolerations as JSON (compared, never interpreted here).
     constraints: String,
+    /// The child whose pods these are, for a group that asks for one topology domain
+    /// (`podset-required-topology` / `podset-preferred-topology`): each cluster is placed in a
+    /// domain of its own, as Kueue places each RayCluster, so the serving and the pending cluster
+    /// never form one podset that would have to fit one domain together. The child is named by
+    /// the spec hash KubeRay stamps on it (`ray.io/hash-without-replicas-and-workers-to-delete`,
+    /// its name without one): the spec's demand before any child exists is the first child's.
+    /// `None` for a group that asks for no domain.
+    cluster: Option<String>,
 }
+
+/// Label on a podset template naming the child of [`QuotaIdentity::cluster`].
+pub const LABEL_PODSET_CLUSTER: &str = "quotagate.io/podset-cluster";
+
+/// The key of a child in [`QuotaIdentity::cluster`].
+fn cluster_key(rc: &RayCluster) -> String {
+    rc.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(c::ANNOTATION_HASH_WITHOUT_REPLICAS))
+        .filter(|h| !h.is_empty())
+        .cloned()
+        .unwrap_or_else(|| rc.metadata.name.clone().unwrap_or_default())
+}
+
+/// Annotation on a podset template naming the topology level its node selector pins (see [`Pins`]).
+pub const ANNOTATION_TOPOLOGY_PIN: &str = "quotagate.io/topology-pin";
+
+/// Where the pods of an identity already run: its topology level and the domain's value there, read
+/// from the admitted slice's `topologyAssignment`. A replacement slice is placed without the slice it
+/// replaces, so a running cluster's podset in it carries this as a node selector: it is placed where
+/// its pods are, and only the rest of the topology is open to the pending cluster.
+pub type Pins = BTreeMap<QuotaIdentity, (String, String)>;
 
 /// Why a demand cannot be computed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -66,7 +98,15 @@ pub fn identity(group: &str, template: &PodTemplateSpec) -> Result<QuotaIdentity
         group: group.to_string(),
         requests,
         constraints,
+        cluster: None,
     })
+}
+
+/// The level a podset template asks one domain of (required, else preferred), from its TAS
+/// annotations.
+fn domain_level(template: &PodTemplateSpec) -> Option<String> {
+    let req = podset_topology_request(template.metadata.as_ref(), None).ok()??;
+    req.required.or(req.preferred)
 }
 
 /// One child's share: its name and, per quota identity, how many pods it keeps.
@@ -87,7 +127,10 @@ pub fn child_demand(rc: &RayCluster, opts: &BuildOptions) -> Result<ChildDemand,
     let mut pods = Vec::with_capacity(podsets.len());
     for ps in podsets {
         let group = ps.name.clone().unwrap_or_default();
-        let id = identity(&group, &ps.template).map_err(err)?;
+        let mut id = identity(&group, &ps.template).map_err(err)?;
+        if domain_level(&ps.template).is_some() {
+            id.cluster = Some(cluster_key(rc));
+        }
         let leaving = leaving_pods(rc, &group);
         pods.push((id, i64::from(ps.count()) + leaving, ps.template));
     }
@@ -145,6 +188,9 @@ pub fn in_creation_order(children: &mut [&RayCluster]) {
 fn short_hash(id: &QuotaIdentity) -> String {
     let mut h = Sha256::new();
     h.update(format!("{:?}{}", id.requests, id.constraints));
+    if let Some(cluster) = &id.cluster {
+        h.update(cluster.as_bytes());
+    }
     let digest = h.finalize();
     digest
         .iter()
@@ -158,6 +204,13 @@ fn short_hash(id: &QuotaIdentity) -> String {
 /// one identity keeps its plain name (`head`, `<group>`); a group with several gets `<group>-<hash>` per
 /// identity. Each template carries the group as `ray.io/group` so the identity can be read back.
 pub fn podsets(children: &[ChildDemand]) -> Result<Vec<PodSet>, DemandError> {
+    podsets_pinned(children, &Pins::new())
+}
+
+/// [`podsets`], each carrying its template's topology request, and each identity of `pins` pinned
+/// to the domain its pods run in (a node selector on that level, named by
+/// [`ANNOTATION_TOPOLOGY_PIN`] so the identity reads the same).
+pub fn podsets_pinned(children: &[ChildDemand], pins: &Pins) -> Result<Vec<PodSet>, DemandError> {
     let mut merged: Vec<(QuotaIdentity, i64, PodTemplateSpec)> = Vec::new();
     for child in children {
         for (id, count, template) in &child.pods {
@@ -181,33 +234,117 @@ pub fn podsets(children: &[ChildDemand]) -> Result<Vec<PodSet>, DemandError> {
                 id.group.clone()
             };
             let mut template = template.clone();
-            template
-                .metadata
-                .get_or_insert_with(Default::default)
-                .labels
-                .get_or_insert_with(BTreeMap::new)
-                .insert(c::LABEL_GROUP.to_string(), id.group.clone());
+            let meta = template.metadata.get_or_insert_with(Default::default);
+            let labels = meta.labels.get_or_insert_with(BTreeMap::new);
+            labels.insert(c::LABEL_GROUP.to_string(), id.group.clone());
+            if let Some(cluster) = &id.cluster {
+                labels.insert(LABEL_PODSET_CLUSTER.to_string(), cluster.clone());
+            }
+            if let Some((level, value)) = pins.get(id) {
+                let selector = template
+                    .spec
+                    .get_or_insert_with(Default::default)
+                    .node_selector
+                    .get_or_insert_with(BTreeMap::new);
+                // A selector the user wrote on that level already says where the pods are.
+                if !selector.contains_key(level) {
+                    selector.insert(level.clone(), value.clone());
+                    template
+                        .metadata
+                        .get_or_insert_with(Default::default)
+                        .annotations
+                        .get_or_insert_with(BTreeMap::new)
+                        .insert(ANNOTATION_TOPOLOGY_PIN.to_string(), level.clone());
+                }
+            }
+            // The slice asks for the topology the clusters' templates ask for (Kueue's
+            // `BuildPodSets` reads it from the same annotations).
+            let topology_request = podset_topology_request(template.metadata.as_ref(), None)
+                .ok()
+                .flatten();
             PodSet {
                 name: Some(name),
                 template,
                 count: Some(i32::try_from(*count).unwrap_or(i32::MAX)),
+                topology_request,
                 ..Default::default()
             }
         })
         .collect())
 }
 
-/// The quota identity a stored podset stands for (its group from the `ray.io/group` label, else its name).
+/// The quota identity a stored podset stands for (its group from the `ray.io/group` label, else its
+/// name; its cluster from [`LABEL_PODSET_CLUSTER`]; a pinned node selector left out).
 fn podset_identity(ps: &PodSet) -> Option<QuotaIdentity> {
-    let group = ps
-        .template
-        .metadata
-        .as_ref()
-        .and_then(|m| m.labels.as_ref())
-        .and_then(|l| l.get(c::LABEL_GROUP))
-        .cloned()
-        .or_else(|| ps.name.clone())?;
-    identity(&group, &ps.template).ok()
+    let meta = ps.template.metadata.as_ref();
+    let label = |k: &str| {
+        meta.and_then(|m| m.labels.as_ref())
+            .and_then(|l| l.get(k))
+            .cloned()
+    };
+    let group = label(c::LABEL_GROUP).or_else(|| ps.name.clone())?;
+    let pinned = meta
+        .and_then(|m| m.annotations.as_ref())
+        .and_then(|a| a.get(ANNOTATION_TOPOLOGY_PIN));
+    let mut id = match pinned {
+        Some(level) => {
+            let mut t = ps.template.clone();
+            if let Some(spec) = t.spec.as_mut()
+                && let Some(sel) = spec.node_selector.as_mut()
+            {
+                sel.remove(level);
+                if sel.is_empty() {
+                    spec.node_selector = None;
+                }
+            }
+            identity(&group, &t).ok()?
+        }
+        None => identity(&group, &ps.template).ok()?,
+    };
+    id.cluster = label(LABEL_PODSET_CLUSTER);
+    Some(id)
+}
+
+/// Where the pods of each single-cluster identity of the admitted slice `w` run: the level its
+/// podset asks one domain of and that domain's value, when its `topologyAssignment` names that
+/// level and puts every pod in one domain of it.
+pub fn pins(w: Option<&Workload>) -> Pins {
+    let mut out = Pins::new();
+    let Some(w) = w else {
+        return out;
+    };
+    let Some(admission) = w.admission() else {
+        return out;
+    };
+    for ps in &w.spec.pod_sets {
+        let Some(id) = podset_identity(ps).filter(|id| id.cluster.is_some()) else {
+            continue;
+        };
+        let Some(level) = domain_level(&ps.template) else {
+            continue;
+        };
+        let Some(ta) = admission
+            .pod_set_assignments
+            .iter()
+            .find(|a| Some(a.name.as_str()) == ps.name.as_deref())
+            .and_then(|a| a.topology_assignment.as_ref())
+        else {
+            continue;
+        };
+        let Some(at) = ta.levels.iter().position(|l| *l == level) else {
+            continue;
+        };
+        let mut values = decode_assignment(ta)
+            .into_iter()
+            .filter(|d| d.count > 0)
+            .filter_map(|d| d.values.get(at).cloned());
+        if let Some(first) = values.next()
+            && values.all(|v| v == first)
+        {
+            out.insert(id, (level, first));
+        }
+    }
+    out
 }
 
 /// Pods per quota identity that `podsets` provide.

@@ -175,8 +175,33 @@ fn waits_for(w: &Workload) -> String {
     w.status
         .as_ref()
         .and_then(|s| s.condition(condition::QUOTA_RESERVED))
-        .map(|c| c.message.clone())
+        .map(|c| with_topology_level(&w.spec.pod_sets, &c.message))
         .unwrap_or_else(|| "not yet considered by the scheduler".to_string())
+}
+
+/// Kueue's reason, and when it is a podset's topology having no room, the level that podset asks
+/// one domain of: Kueue's message names only the Topology (`topology "default" allows to fit only
+/// 1 out of 3 pod(s)`), not which level has no domain with room.
+pub fn with_topology_level(pod_sets: &[crate::api::kueue::PodSet], message: &str) -> String {
+    let level = message
+        .strip_prefix("couldn't assign flavors to pod set ")
+        .and_then(|rest| rest.split_once(": topology "))
+        .and_then(|(podset, _)| pod_sets.iter().find(|p| p.name() == podset))
+        .and_then(|p| {
+            let req = p.topology_request.as_ref()?;
+            let (name, n) = (p.name(), p.count());
+            match (&req.required, &req.preferred) {
+                (Some(l), _) => Some(format!(
+                    "; podset {name} requires its {n} pod(s) in one domain of topology level {l}, and no {l} domain has room"
+                )),
+                (None, Some(l)) => Some(format!("; podset {name} prefers topology level {l}")),
+                _ => None,
+            }
+        });
+    match level {
+        Some(l) => format!("{message}{l}"),
+        None => message.to_string(),
+    }
 }
 
 /// True when `rc` is a job of its own under quota, under Kueue's default configuration:

@@ -95,6 +95,7 @@ fn job(rs: &RayService, children: &[RayCluster], live: LivePods, wl: &Workload) 
         live,
         slices: vec![wl.metadata.name.clone().unwrap_or_default()],
         growth_taken: super::growth::taken(std::slice::from_ref(wl)),
+        pins: Default::default(),
     }
 }
 
@@ -281,6 +282,7 @@ fn an_announced_switch_moves_the_floor_onto_the_pending_cluster_first() {
         live: live.clone(),
         slices: vec![],
         growth_taken: None,
+        pins: Default::default(),
     };
 
     // Not announced: the slice is as the job wants it, and the pending cluster is exposed.
@@ -358,6 +360,7 @@ fn a_slice_whose_growth_was_taken_keeps_what_it_named_whatever_the_status_says_s
             live: live.clone(),
             slices: vec![],
             growth_taken: super::growth::taken(std::slice::from_ref(&wl)),
+            pins: Default::default(),
         };
         assert_eq!(
             j.growth_keeps(),
@@ -393,6 +396,7 @@ fn a_lone_serving_cluster_is_the_floor_of_a_slice_still_holding_its_deleted_pred
         live,
         slices: vec!["rs-slice-1".into()],
         growth_taken: None,
+        pins: Default::default(),
     };
     assert_eq!(j.growth_keeps(), Some(vec!["rs-new".to_string()]));
     let floor = j

@@ -657,6 +657,7 @@ mod tests {
             live: Default::default(),
             slices: vec![],
             growth_taken: None,
+            pins: Default::default(),
         };
         let with_worker_cpu = |cpu: &str| {
             let mut rs = service("2.46.0", "a");

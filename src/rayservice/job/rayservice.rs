@@ -33,6 +33,9 @@ pub struct RayServiceJob {
     /// The admitted slice whose growth preemption took (`GrowthPreempted`), until it has shrunk back
     /// to the clusters it keeps.
     pub growth_taken: Option<super::growth::Taken>,
+    /// Where the running clusters' topology-requesting groups are placed (`demand::pins`, from the
+    /// admitted slice): a new slice keeps them there.
+    pub pins: demand::Pins,
 }
 
 /// The children of `rs` that it controls (origin labels and a controller owner reference to it), the
@@ -221,7 +224,7 @@ impl GenericJob for RayServiceJob {
         {
             return Ok(kept);
         }
-        demand::podsets(&children).map_err(|e| JobFrameworkError::PodSets(e.to_string()))
+        demand::podsets_pinned(&children, &self.pins).map_err(|e| JobFrameworkError::PodSets(e.to_string()))
     }
 
     fn growth_floor(&self, pod_sets: &[PodSet]) -> Option<std::collections::BTreeMap<String, i64>> {
@@ -333,6 +336,7 @@ impl JobKind for RayServiceJob {
             live,
             slices: workloads.iter().map(|w| w.name_any()).collect(),
             growth_taken: super::growth::taken(workloads),
+            pins: demand::pins(demand::admitted_slice(workloads)),
         })
     }
 

@@ -388,6 +388,7 @@ mod demand_and_gate {
             live: Default::default(),
             slices: vec![],
             growth_taken: None,
+            pins: Default::default(),
         };
         // Child `a` deleted, `b` (and its pods) still there: stop and wait, keeping the reservation.
         assert_eq!(plan(&job(vec![b]), &[&wl]).unwrap(), Step::Stop("w".into()));
@@ -587,6 +588,7 @@ fn starting_a_service_leaves_its_templates_as_the_user_wrote_them() {
         live: Default::default(),
         slices: vec![],
         growth_taken: None,
+        pins: Default::default(),
     };
     let mut head = PodSetInfo {
         name: "head".into(),
@@ -696,6 +698,7 @@ fn ray_jobs_report_pods_ready_from_their_pods() {
         live: Default::default(),
         slices: vec![],
         growth_taken: None,
+        pins: Default::default(),
     };
     let serving = rc("svc-a", "True", 1, 1, Some("False"), 2);
     let broken_pending = rc("svc-b", "False", 0, 1, Some("False"), 2);
@@ -739,6 +742,7 @@ fn a_new_slice_is_never_named_as_one_the_service_still_owns() {
             live: Default::default(),
             slices: owned.to_vec(),
             growth_taken: None,
+            pins: Default::default(),
         };
         workload_name_for_job(&job, Default::default()).unwrap()
     };
