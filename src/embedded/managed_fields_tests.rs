@@ -378,8 +378,9 @@ fn kubectl_moves_from_client_side_apply_without_conflicts() {
         "kubectl",
     )
     .unwrap_err();
+    // An Update manager is named with its apiVersion, as apimachinery's `printManager` does.
     assert_eq!(
         err.message,
-        "Apply failed with 1 conflict: conflict with \"kubectl-client-side-apply\": .data.extra"
+        "Apply failed with 1 conflict: conflict with \"kubectl-client-side-apply\" using v1: .data.extra"
     );
 }
