@@ -83,13 +83,30 @@ async fn reapply_ten_times(run: &Running, file: &str, before: &Seen) {
         } else {
             get(run, &["apply", "--server-side", "-f", file]).await
         };
-        assert!(
-            out.contains("unchanged") || out.contains("serverside-applied"),
-            "re-apply {i}: {out}"
-        );
-        if i % 2 == 0 {
+        if i % 2 == 0 && i > 0 {
+            // After kubectl's server-side apply, kube-apiserver rewrites the client-side apply
+            // annotation from the applied configuration (apimachinery's lastAppliedUpdater), which
+            // lacks the empty `annotations` map kubectl's own annotation carries: the next
+            // client-side apply writes its annotation back and says `configured` (so does
+            // kube-apiserver v1.36.3), and the one after that changes nothing.
+            assert!(
+                out.contains("rayservice.ray.io/fruit-stand configured")
+                    || out.contains("rayservice.ray.io/fruit-stand unchanged"),
+                "re-apply {i}: {out}"
+            );
+            let again = get(run, &["apply", "-f", file]).await;
+            assert!(
+                again.contains("rayservice.ray.io/fruit-stand unchanged"),
+                "re-apply {i}, client-side again: {again}"
+            );
+        } else if i == 0 {
             assert!(
                 out.contains("rayservice.ray.io/fruit-stand unchanged"),
+                "re-apply {i}: {out}"
+            );
+        } else {
+            assert!(
+                out.contains("rayservice.ray.io/fruit-stand serverside-applied"),
                 "re-apply {i}: {out}"
             );
         }
