@@ -8,6 +8,8 @@ use std::fmt;
 pub enum ErrorType {
     Required,
     Invalid,
+    /// A value of the wrong JSON type for its schema (apimachinery's `field.TypeInvalid`).
+    TypeInvalid,
     Duplicate,
     NotFound,
     NotSupported,
@@ -22,6 +24,7 @@ impl ErrorType {
         match self {
             ErrorType::Required => "FieldValueRequired",
             ErrorType::Invalid => "FieldValueInvalid",
+            ErrorType::TypeInvalid => "FieldValueTypeInvalid",
             ErrorType::Duplicate => "FieldValueDuplicate",
             ErrorType::NotFound => "FieldValueNotFound",
             ErrorType::NotSupported => "FieldValueNotSupported",
@@ -34,7 +37,7 @@ impl ErrorType {
     fn label(self) -> &'static str {
         match self {
             ErrorType::Required => "Required value",
-            ErrorType::Invalid => "Invalid value",
+            ErrorType::Invalid | ErrorType::TypeInvalid => "Invalid value",
             ErrorType::Duplicate => "Duplicate value",
             ErrorType::NotFound => "Not found",
             ErrorType::NotSupported => "Unsupported value",

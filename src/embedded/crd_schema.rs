@@ -125,8 +125,12 @@ pub fn default(schema: &Value, value: &mut Value) {
 fn blocks_cel(e: &FieldError) -> bool {
     matches!(
         e.kind,
-        ErrorType::Required | ErrorType::NotSupported | ErrorType::TooLong | ErrorType::TooMany
-    ) || e.message.contains(" must be of type ")
+        ErrorType::Required
+            | ErrorType::NotSupported
+            | ErrorType::TooLong
+            | ErrorType::TooMany
+            | ErrorType::TypeInvalid
+    )
 }
 
 fn type_name(v: &Value) -> &'static str {
@@ -152,6 +156,12 @@ fn invalid(path: &str, v: &Value, why: String) -> FieldError {
     FieldError::new(path, ErrorType::Invalid, format!("{}: {why}", shown(v)))
 }
 
+/// A value of the wrong type (`... in body must be of type X: "Y"`): apiextensions reports every
+/// schema type error as `field.TypeInvalid` (reason `FieldValueTypeInvalid`).
+fn type_invalid(path: &str, v: &Value, why: String) -> FieldError {
+    FieldError::new(path, ErrorType::TypeInvalid, format!("{}: {why}", shown(v)))
+}
+
 fn child(path: &str, key: &str) -> String {
     format!("{path}.{key}")
 }
@@ -168,7 +178,7 @@ pub fn check(schema: &Value, value: &Value, path: &str, errors: &mut Vec<FieldEr
             schema.get("default"),
             schema.get("type").and_then(Value::as_str),
         ) {
-            errors.push(invalid(
+            errors.push(type_invalid(
                 path,
                 &Value::String("null".into()),
                 format!("{path} in body must be of type {want}: \"null\""),
@@ -182,7 +192,7 @@ pub fn check(schema: &Value, value: &Value, path: &str, errors: &mut Vec<FieldEr
     let int_or_string = schema.get("x-kubernetes-int-or-string").and_then(Value::as_bool) == Some(true);
     if int_or_string {
         if got != "integer" && got != "string" {
-            errors.push(invalid(
+            errors.push(type_invalid(
                 path,
                 &Value::String(got.into()),
                 format!("{path} in body must be of type integer,string: {:?}", got),
@@ -197,7 +207,7 @@ pub fn check(schema: &Value, value: &Value, path: &str, errors: &mut Vec<FieldEr
     if let Some(want) = schema.get("type").and_then(Value::as_str) {
         let fits = want == got || (want == "number" && got == "integer");
         if !fits {
-            errors.push(invalid(
+            errors.push(type_invalid(
                 path,
                 &Value::String(got.into()),
                 format!("{path} in body must be of type {want}: {got:?}"),

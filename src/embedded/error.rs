@@ -33,19 +33,6 @@ pub struct Details {
     pub always: bool,
 }
 
-/// A cause's reason. A schema's type error (`... in body must be of type X: "Y"`, the only wording
-/// of `crd_schema.rs`'s type check) is apiextensions' `field.TypeInvalid`, reason
-/// `FieldValueTypeInvalid`, though it reads "Invalid value" like any invalid value.
-fn cause_reason(fe: &FieldError) -> &'static str {
-    if fe.kind == crate::api::validation::ErrorType::Invalid
-        && fe.message.contains(" in body must be of type ")
-    {
-        "FieldValueTypeInvalid"
-    } else {
-        fe.kind.reason()
-    }
-}
-
 impl ApiError {
     pub fn new(code: u16, reason: &str, message: impl Into<String>) -> Self {
         ApiError {
@@ -120,7 +107,7 @@ impl ApiError {
         e.details.causes = errors
             .iter()
             .map(|fe| Cause {
-                reason: cause_reason(fe).into(),
+                reason: fe.kind.reason().into(),
                 field: fe.field.clone(),
                 message: fe.body(),
             })
