@@ -81,6 +81,7 @@ impl Subnet {
         {
             remove_netns(&ns);
         }
+        clear_stale_link(&veth);
         let addr = format!("{}/24", s.pod_ip(host));
         let gw = s.gateway().to_string();
         let result = (|| {
@@ -157,6 +158,28 @@ fn present() -> Result<(Vec<String>, Vec<String>), NetError> {
         .filter(|n| n.starts_with("qgbr"))
         .collect();
     Ok((ns, bridges))
+}
+
+/// Makes sure no host link named `veth` is left before a pod's pair is made with that name. The
+/// block is this instance's (its lock is held) and the host index is free, so such a link is a
+/// leftover: the host end of a namespace deleted while its processes were still exiting (a crashed
+/// or killed earlier instance of this block), which the kernel frees once they are gone. Wait a
+/// little for that, then delete the link (which destroys the pair); `ip link add` would otherwise
+/// fail with "File exists" and the pod with it.
+fn clear_stale_link(veth: &str) {
+    for _ in 0..20 {
+        if ip(&["link", "show", veth]).is_err() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    tracing::warn!(
+        link = veth,
+        "a leftover pod link of this block is still there; deleting it"
+    );
+    if let Err(e) = ip(&["link", "del", veth]) {
+        tracing::warn!(link = veth, error = %e, "could not delete a leftover pod link");
+    }
 }
 
 /// Kills whatever runs in namespace `name` and deletes it (its veth goes with it).
