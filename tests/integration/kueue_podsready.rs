@@ -900,6 +900,19 @@ async fn the_time_to_ready_is_observed_once_a_job_is_ready() {
 /// --node-capacity cpu=2,memory=8Gi`), an 8-cpu queue, and the manager with waitForPodsReady's
 /// 60 s timeout and `unscheduled` as its unscheduledTimeout; `pods`: the plain Pod framework on too.
 async fn one_small_node(pods: bool, unscheduled: Duration) -> Cluster {
+    small_node_with(
+        pods,
+        PodsReadyConfig {
+            unscheduled_timeout: Some(unscheduled),
+            backoff_base_seconds: 600,
+            ..PodsReadyConfig::with_timeout(Duration::from_secs(60))
+        },
+    )
+    .await
+}
+
+/// [`one_small_node`] with the manager's waitForPodsReady as given.
+pub(crate) async fn small_node_with(pods: bool, cfg: PodsReadyConfig) -> Cluster {
     use quotagate::embedded::sim::{SimConfig, node, nodes};
     let pools = vec![nodes::NodePool::plain(
         1,
@@ -929,11 +942,7 @@ async fn one_small_node(pods: bool, unscheduled: Duration) -> Cluster {
     );
     let mut c = Cluster::start_with_ray_sims(server, Limits::default().cq("cq", 8000), sims).await;
     c.restart_manager_with(|o| {
-        o.pods_ready = Some(PodsReadyConfig {
-            unscheduled_timeout: Some(unscheduled),
-            backoff_base_seconds: 600,
-            ..PodsReadyConfig::with_timeout(Duration::from_secs(60))
-        });
+        o.pods_ready = Some(cfg);
         o.frameworks = frameworks;
     })
     .await;

@@ -23,44 +23,7 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// The one-node cluster with this waitForPodsReady; `pods`: the plain Pod framework on too.
 async fn small_node(pods: bool, cfg: PodsReadyConfig) -> Cluster {
-    use quotagate::embedded::sim::{SimConfig, node, nodes};
-    let pools = vec![nodes::NodePool::plain(
-        1,
-        Some(&nodes::parse_capacity("cpu=2,memory=8Gi", ',').unwrap()),
-    )];
-    let sims = SimConfig {
-        node: Some(node::NodeAgentConfig {
-            nodes: nodes::expand(&pools, "sim-node")
-                .unwrap()
-                .into_iter()
-                .map(|(n, p)| (n, p.clone()))
-                .collect(),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let frameworks = quotagate::api::kueue::config::Frameworks {
-        pod: pods,
-        ..Default::default()
-    };
-    let server = quotagate::embedded::EmbeddedServer::new(
-        &quotagate::embedded::QuotagateCrds,
-        std::sync::Arc::new(quotagate::embedded::QuotagateAdmission {
-            frameworks,
-            ..Default::default()
-        }),
-    );
-    let mut c = Cluster::start_with_ray_sims(server, Limits::default().cq("cq", 8000), sims).await;
-    c.restart_manager_with(|o| {
-        o.pods_ready = Some(cfg);
-        o.frameworks = frameworks;
-    })
-    .await;
-    c.flavor("default").await;
-    c.cluster_queue(with_all_namespaces(cq_with("cq", "8").build()))
-        .await;
-    c.local_queue("lq", "cq").await;
-    c
+    crate::kueue_podsready::small_node_with(pods, cfg).await
 }
 
 /// The reserved, unfinished Workload, once there is one.
