@@ -496,15 +496,31 @@ async fn every_queue_managed_manifest_reapplies_unchanged() {
             ],
         )
         .await;
+        // A Ray pod carries its cluster's name, not the cluster's origin labels (KubeRay's
+        // `labelPod`), so the RayJob's pods are left out by the names of the other clusters: the
+        // job may end, and its cluster and pods go, while the re-applies run.
+        let names = get(
+            &run,
+            &[
+                "get",
+                "rayclusters",
+                "-l",
+                not_the_ray_jobs,
+                "-o",
+                "jsonpath={.items[*].metadata.name}",
+            ],
+        )
+        .await;
+        let names: Vec<&str> = names.split_whitespace().collect();
         let pods = get(
             &run,
             &[
                 "get",
                 "pods",
                 "-l",
-                &format!("ray.io/cluster,{not_the_ray_jobs}"),
+                &format!("ray.io/cluster in ({})", names.join(",")),
                 "-o",
-                "jsonpath={.items[*].metadata.uid}",
+                "jsonpath={range .items[*]}{.metadata.name}={.metadata.uid} {end}",
             ],
         )
         .await;
@@ -527,6 +543,11 @@ async fn every_queue_managed_manifest_reapplies_unchanged() {
     };
     let before = snapshot().await;
     assert!(before.0.contains("RayJob/rayjob-sample="), "{}", before.0);
+    assert!(
+        !before.2.is_empty() && !before.2.contains("rayjob-sample"),
+        "the snapshot holds the services' and the RayCluster's pods, not the RayJob's: {}",
+        before.2
+    );
     for m in &manifests {
         let (same, diff) = run.kubectl(&["diff", "-f", m]).await;
         if KUEUE_WRITES_TEMPLATES.iter().any(|k| m.ends_with(k)) {
