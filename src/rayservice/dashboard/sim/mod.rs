@@ -453,8 +453,9 @@ impl RayDashboard for RaySim {
         .boxed()
     }
 
-    /// Healthy while the cluster has a RUNNING app (there is no proxy process to probe); an unknown or
-    /// partitioned head does not answer. No auth: the proxy's health route has none.
+    /// Healthy once an application's deployments reached the head's route table (there is no proxy
+    /// process to probe); an unknown or partitioned head does not answer. No auth: the proxy's health
+    /// route has none.
     fn proxy_healthy<'a>(
         &'a self,
         dashboard: &'a DashboardEndpoint,
@@ -473,11 +474,20 @@ impl RayDashboard for RaySim {
                     reason: "connection refused (no simulated proxy)".into(),
                 })?;
             cluster.tick(now, self.options.replica_start_delay);
-            Ok(cluster
+            // Ray's `ProxyRouter.ready_for_traffic(is_head=True)`: the head's proxy is healthy once
+            // its route table was populated, and stays so; it does not follow the application's
+            // status (an application scaling for a `target_capacity` step is DEPLOYING, and the
+            // head still serves through its running replicas). The node agent's heads answer the
+            // same (issue 58).
+            if cluster
                 .render(now)
                 .applications
                 .values()
-                .any(|a| a.status == crate::rayservice::dashboard::AppStatus::Running))
+                .any(|a| !a.deployments.is_empty())
+            {
+                cluster.routes_populated = true;
+            }
+            Ok(cluster.routes_populated)
         }
         .boxed()
     }

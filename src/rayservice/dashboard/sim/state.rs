@@ -31,6 +31,11 @@ pub(super) struct SimCluster {
     pub(super) apps: IndexMap<String, SimApp>,
     next_replica: u64,
     pub(super) puts: u64,
+    /// The head's Serve proxy has had a route table with an application's deployments in it (Ray's
+    /// `ProxyRouter._route_table_populated`); from then on the head's proxy is healthy. A head
+    /// restart starts a new cluster, and with it a proxy with no routes.
+    #[serde(default)]
+    pub(super) routes_populated: bool,
     /// Ray jobs submitted through the Jobs API, by submission id; a head restart loses them.
     pub(super) jobs: std::collections::BTreeMap<String, super::jobs::SimJob>,
 }
@@ -117,6 +122,7 @@ impl SimCluster {
             apps: IndexMap::new(),
             next_replica: 0,
             puts: 0,
+            routes_populated: false,
             jobs: Default::default(),
         }
     }

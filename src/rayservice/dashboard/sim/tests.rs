@@ -441,7 +441,7 @@ fn autoscaling_and_auto_replicas_start_at_initial_or_min() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn proxy_is_healthy_once_an_app_runs_and_needs_no_token() {
+async fn proxy_is_healthy_once_routes_are_populated_and_needs_no_token() {
     let sim = sim();
     let proxy = "http://10.0.0.7:8000";
     // A head never seen answers nothing (there is no proxy process yet).
@@ -449,10 +449,32 @@ async fn proxy_is_healthy_once_an_app_runs_and_needs_no_token() {
     sim.set_auth_token(URL, Some("tok".into()));
     assert!(!sim.proxy_healthy(&ep(), proxy).await.unwrap());
     let authed = ep().with_token("tok");
-    sim.deploy(&authed, &config(vec![hello(1)]), None).await.unwrap();
-    assert!(!sim.proxy_healthy(&ep(), proxy).await.unwrap(), "still deploying");
+    sim.deploy(&authed, &config(vec![hello(2)]), Some(50.0))
+        .await
+        .unwrap();
+    assert!(
+        !sim.proxy_healthy(&ep(), proxy).await.unwrap(),
+        "still building: no routes"
+    );
     tokio::time::advance(10 * S).await;
     assert!(sim.proxy_healthy(&ep(), proxy).await.unwrap());
+    // A target_capacity step makes the app DEPLOYING while it scales up; Ray's head proxy stays
+    // healthy (`ready_for_traffic(is_head=True)`), as the node agent's heads answer (issue 58).
+    sim.deploy(&authed, &config(vec![hello(2)]), Some(100.0))
+        .await
+        .unwrap();
+    let details = sim.serve_details(&authed).await.unwrap();
+    assert_eq!(details.applications["hello"].status, AppStatus::Deploying);
+    assert!(
+        sim.proxy_healthy(&ep(), proxy).await.unwrap(),
+        "scaling for a capacity step"
+    );
+    // A head restart brings a proxy with no routes.
+    sim.start_cluster(URL);
+    assert!(
+        !sim.proxy_healthy(&ep(), proxy).await.unwrap(),
+        "a restarted head"
+    );
     sim.set_reachable(URL, false);
     assert!(sim.proxy_healthy(&ep(), proxy).await.is_err());
 }
