@@ -10,7 +10,8 @@
 //! (dispatch by Kueue's `AllAtOnce` or `Incremental` dispatcher ([`dispatch`]), the winner, status
 //! sync, the `workerLostTimeout` requeue of a Workload whose worker is gone) and [`gc`] (every
 //! `gcInterval`, the copies this manager left on workers whose Workload is gone are deleted). The job
-//! kinds' adapters are handed in by the wiring: this module names no kind.
+//! kinds' adapters are handed in by the wiring; the controllers name no kind. The Pod's adapter is
+//! here ([`pod`]): it needs nothing of the pod integration but the Pod's labels.
 //!
 //! Metrics under Kueue's names are in [`metrics`].
 //!
@@ -23,6 +24,7 @@ pub mod dispatch;
 pub mod explain;
 pub mod gc;
 pub mod metrics;
+pub mod pod;
 pub mod workload;
 
 use std::collections::{BTreeMap, HashMap};

@@ -186,23 +186,26 @@ impl Group<'_> {
 }
 
 /// Changes the Workload's status as `change` says (on a fresh read; a write only when it changed).
+/// True when it wrote.
 async fn write_status(
     client: &Client,
     wl: &Workload,
     change: impl FnOnce(&mut WorkloadStatus) -> bool,
-) -> Result<(), Error> {
+) -> Result<bool, Error> {
     let api: Api<Workload> = Api::namespaced(client.clone(), &wl.namespace().unwrap_or_default());
     let Some(mut fresh) = api.get_opt(&wl.name_any()).await? else {
-        return Ok(());
+        return Ok(false);
     };
-    if change(fresh.status.get_or_insert_with(Default::default)) {
-        api.replace_status(&wl.name_any(), &PostParams::default(), &fresh)
-            .await?;
+    if !change(fresh.status.get_or_insert_with(Default::default)) {
+        return Ok(false);
     }
-    Ok(())
+    api.replace_status(&wl.name_any(), &PostParams::default(), &fresh)
+        .await?;
+    Ok(true)
 }
 
-/// Kueue's `updateACS`: the check's state and message on the Workload.
+/// Kueue's `updateACS`: the check's state and message on the Workload. True when it wrote (a pass
+/// on a stale copy of a Workload already changed writes nothing, and counts nothing).
 async fn set_check(
     client: &Client,
     wl: &Workload,
@@ -210,7 +213,7 @@ async fn set_check(
     state: CheckState,
     message: String,
     extra: impl FnOnce(&mut WorkloadStatus),
-) -> Result<(), Error> {
+) -> Result<bool, Error> {
     write_status(client, wl, |st| {
         let Some(s) = st.admission_checks.iter_mut().find(|s| s.name == check) else {
             return false;
@@ -242,7 +245,8 @@ async fn reset_nomination(client: &Client, wl: &Workload) -> Result<(), Error> {
         st.nominated_cluster_names.clear();
         changed
     })
-    .await
+    .await?;
+    Ok(())
 }
 
 /// The ClusterQueue that admitted the Workload on the manager (the metrics' `cluster_queue`).
@@ -461,7 +465,7 @@ async fn reconcile_group(g: &mut Group<'_>, acs: &AdmissionCheckState) -> Result
                     "the admitting worker is unreachable; waiting before retry");
                 return Ok(Action::requeue(left.min(UNAVAILABLE_POLL)));
             }
-            set_check(
+            let wrote = set_check(
                 &g.ctx.client,
                 local,
                 &acs.name,
@@ -470,11 +474,13 @@ async fn reconcile_group(g: &mut Group<'_>, acs: &AdmissionCheckState) -> Result
                 |_| {},
             )
             .await?;
-            g.ctx.metrics.evicted(
-                admitted_cluster_queue(local),
-                &admitting,
-                super::metrics::reason::WORKER_LOST,
-            );
+            if wrote {
+                g.ctx.metrics.evicted(
+                    admitted_cluster_queue(local),
+                    &admitting,
+                    super::metrics::reason::WORKER_LOST,
+                );
+            }
             return Ok(Action::requeue(SYNC_POLL));
         }
         let msg = if admitting.is_empty() {
@@ -482,7 +488,7 @@ async fn reconcile_group(g: &mut Group<'_>, acs: &AdmissionCheckState) -> Result
         } else {
             "Admitting remote no longer exists"
         };
-        set_check(
+        let wrote = set_check(
             &g.ctx.client,
             local,
             &acs.name,
@@ -491,7 +497,7 @@ async fn reconcile_group(g: &mut Group<'_>, acs: &AdmissionCheckState) -> Result
             |_| {},
         )
         .await?;
-        if !admitting.is_empty() {
+        if wrote && !admitting.is_empty() {
             g.ctx.metrics.evicted(
                 admitted_cluster_queue(local),
                 &admitting,
@@ -511,14 +517,16 @@ async fn reconcile_group(g: &mut Group<'_>, acs: &AdmissionCheckState) -> Result
             .await?;
         if acs.state != CheckState::Ready && acs.state != CheckState::Retry {
             let msg = format!("The workload was admitted on {winner:?}");
-            set_check(&g.ctx.client, local, &acs.name, CheckState::Ready, msg, |st| {
+            let wrote = set_check(&g.ctx.client, local, &acs.name, CheckState::Ready, msg, |st| {
                 if st.cluster_name.is_none() {
                     st.cluster_name = Some(winner.clone());
                 }
                 st.nominated_cluster_names.clear();
             })
             .await?;
-            g.ctx.metrics.admitted(admitted_cluster_queue(local), &winner);
+            if wrote {
+                g.ctx.metrics.admitted(admitted_cluster_queue(local), &winner);
+            }
         }
         return Ok(Action::requeue(SYNC_POLL));
     }

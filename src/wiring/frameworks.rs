@@ -42,7 +42,7 @@ fn spawn_kind<J: JobKind>(jobs: &JobContext, cancel: &CancellationToken) -> Join
 }
 
 /// The MultiKueue controllers' options with the adapters of the kinds managed that have one (the batch
-/// Job and the Ray kinds); `None` when MultiKueue is off or no kind has an adapter.
+/// Job, the Pod and the Ray kinds); `None` when MultiKueue is off or no kind has an adapter.
 pub fn multikueue_options(
     f: Frameworks,
     settings: &Option<crate::multikueue::Settings>,
@@ -52,6 +52,9 @@ pub fn multikueue_options(
         Vec::new();
     if f.batch_job {
         adapters.push(std::sync::Arc::new(batch::multikueue::BatchJobAdapter));
+    }
+    if f.pod {
+        adapters.push(std::sync::Arc::new(crate::multikueue::pod::PodAdapter));
     }
     if f.ray_cluster {
         adapters.push(std::sync::Arc::new(RayAdapter::<RayCluster>::default()));
@@ -136,7 +139,7 @@ mod tests {
             vec!["Job", "RayCluster", "RayService", "RayJob"]
         );
         assert_eq!(kinds(Frameworks::from_names(["ray.io/rayjob"])), vec!["RayJob"]);
-        assert!(kinds(Frameworks::from_names(["pod"])).is_empty());
+        assert_eq!(kinds(Frameworks::from_names(["pod"])), vec!["Pod"]);
         assert!(multikueue_options(Frameworks::default(), &None).is_none());
     }
 

@@ -36,6 +36,7 @@ mod metrics;
 mod mixed_gpu;
 mod multikueue;
 mod multikueue_dispatch;
+mod multikueue_pods;
 mod multikueue_ray;
 mod pod_ledger;
 mod pods;

@@ -168,10 +168,15 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<JobContext>) -> Result<Action, Jo
                 .await;
             }
         }
-        Step::Start(wl_name) => {
+        Step::Start(wl_name) => 'start: {
             let Some(wl) = workload.as_ref() else {
                 return Ok(Action::requeue(Duration::from_secs(1)));
             };
+            // Kueue's `startJob` skip: MultiKueue runs the group on a worker; its pods stay gated.
+            if super::runs_on_a_worker_now(&ctx.client, wl).await? {
+                tracing::debug!(workload = %wl_name, "MultiKueue runs the pod group on a worker");
+                break 'start;
+            }
             let flavors = flavors_by_name(&ctx.client).await?;
             let infos = podsets_info_from_status(wl, &flavors, InfoOptions::default())?;
             let cq = wl

@@ -21,24 +21,59 @@ use kube::core::GroupVersionKind;
 use kube::runtime::watcher;
 
 use crate::api::kueue::constants::DEFAULT_PODSET_NAME;
+use crate::api::kueue::multikueue::MULTIKUEUE_CONTROLLER_NAME;
 use crate::api::kueue::tas::TOPOLOGY_SCHEDULING_GATE;
-use crate::api::kueue::{PodSet, Workload};
+use crate::api::kueue::{AdmissionCheck, PodSet, Workload};
 use crate::api::pod as p;
 use crate::jobframework::{
-    Finished, GenericJob, JobContext, JobFrameworkError, JobKind, JobWithSkip, PodSetInfo, StopReason,
-    TopLevelJob, merge_into_template,
+    Finished, GenericJob, JobContext, JobFrameworkError, JobKind, JobWithSkip, PodSetInfo, Step, StopReason,
+    TopLevelJob, merge_into_template, plan_managed,
 };
 use crate::kit::shell::ignore_not_found;
 
 /// A Pod under Kueue's admission.
 pub struct PodJob {
     pub pod: Pod,
+    /// Its admitted Workload has a MultiKueue check: it runs on a worker, so it is not started here.
+    pub runs_on_a_worker: bool,
 }
 
 impl PodJob {
     pub fn new(pod: Pod) -> Self {
-        PodJob { pod }
+        PodJob {
+            pod,
+            runs_on_a_worker: false,
+        }
     }
+}
+
+/// Kueue's `ShouldSkipLocalExecution`: one of the Workload's checks is MultiKueue's (`checks`: the
+/// AdmissionChecks that exist), so its Pods run on the worker MultiKueue chose and stay gated here.
+pub fn runs_on_a_worker(wl: &Workload, checks: &[AdmissionCheck]) -> bool {
+    let states = wl
+        .status
+        .as_ref()
+        .map(|s| s.admission_checks.as_slice())
+        .unwrap_or_default();
+    states.iter().any(|s| {
+        checks.iter().any(|ac| {
+            ac.metadata.name.as_deref() == Some(s.name.as_str())
+                && ac.spec.controller_name == MULTIKUEUE_CONTROLLER_NAME
+        })
+    })
+}
+
+/// [`runs_on_a_worker`] with the AdmissionChecks read (a check that does not exist is none).
+pub async fn runs_on_a_worker_now(client: &kube::Client, wl: &Workload) -> Result<bool, kube::Error> {
+    if wl.status.as_ref().is_none_or(|s| s.admission_checks.is_empty()) {
+        return Ok(false);
+    }
+    // Listed, as the shipped Role grants on AdmissionChecks (a cluster has few).
+    let checks = Api::<AdmissionCheck>::all(client.clone())
+        .list(&Default::default())
+        .await?
+        .items;
+    Ok(runs_on_a_worker(wl, &checks))
 }
 
 /// The Pod's GroupVersionKind (Kueue's `pod` framework).
@@ -180,8 +215,20 @@ pub async fn stop_pod(
 impl JobKind for PodJob {
     type Object = Pod;
 
-    async fn load(obj: &Pod, _: &[Workload], _: &kube::Client) -> Result<Self, kube::Error> {
-        Ok(PodJob::new(obj.clone()))
+    /// Kueue's `startJob` skip: a Pod about to be started on a Workload with a MultiKueue check is
+    /// left gated (MultiKueue's pod adapter runs it on a worker and brings its status back); every
+    /// other step (finish, stop, a new Workload) is taken as for any Pod.
+    async fn load(obj: &Pod, workloads: &[Workload], client: &kube::Client) -> Result<Self, kube::Error> {
+        let mut job = PodJob::new(obj.clone());
+        let owned: Vec<&Workload> = workloads.iter().collect();
+        if let Ok(Step::Start(name)) = plan_managed(&job, &owned, true)
+            && let Some(wl) = workloads
+                .iter()
+                .find(|w| w.metadata.name.as_deref() == Some(name.as_str()))
+        {
+            job.runs_on_a_worker = runs_on_a_worker_now(client, wl).await?;
+        }
+        Ok(job)
     }
 
     fn object(&self) -> &Pod {
@@ -296,10 +343,12 @@ pub fn ready(pod: &Pod) -> bool {
 }
 
 /// Kueue's `Skip`: a Pod the webhook did not mark is not Kueue's; a group's pods are the group
-/// controller's.
+/// controller's; a Pod MultiKueue runs on a worker is not started here.
 impl JobWithSkip for PodJob {
     fn skip(&self) -> bool {
-        !p::is_managed(&self.pod.metadata) || p::group_name(&self.pod.metadata).is_some()
+        !p::is_managed(&self.pod.metadata)
+            || p::group_name(&self.pod.metadata).is_some()
+            || self.runs_on_a_worker
     }
 }
 

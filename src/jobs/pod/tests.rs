@@ -602,3 +602,56 @@ fn an_incomplete_group_is_not_pods_ready() {
         "no node named, no PodScheduled=True"
     );
 }
+
+// Kueue: pkg/controller/jobframework/reconciler.go `startJob` with `ShouldSkipLocalExecution`
+// (pkg/util/admissioncheck/admissioncheck.go), as test/integration/multikueue/pod_test.go relies on it:
+// an admitted Pod whose Workload has a MultiKueue check is not ungated on the manager; a check of
+// another controller, or one that does not exist, does not keep it from running here.
+#[test]
+fn an_admitted_pod_of_a_multikueue_workload_stays_gated() {
+    use crate::api::kueue::multikueue::MULTIKUEUE_CONTROLLER_NAME;
+    use crate::api::kueue::{AdmissionCheckSpec, AdmissionCheckState};
+    let mut j = single();
+    let mut wl = wl_for(j.pod_sets().unwrap(), true, false);
+    let check = |name: &str, controller: &str| {
+        AdmissionCheck::new(
+            name,
+            AdmissionCheckSpec {
+                controller_name: controller.into(),
+                parameters: None,
+            },
+        )
+    };
+    let checks = [
+        check("mk", MULTIKUEUE_CONTROLLER_NAME),
+        check("prov", "kueue.x-k8s.io/provisioning-request"),
+    ];
+    assert!(!runs_on_a_worker(&wl, &checks), "no check on the Workload");
+    let state = |name: &str| -> AdmissionCheckState {
+        serde_json::from_value(json!({"name": name, "state": "Ready"})).unwrap()
+    };
+    wl.status.as_mut().unwrap().admission_checks = vec![state("prov"), state("gone")];
+    assert!(!runs_on_a_worker(&wl, &checks), "no MultiKueue check");
+    wl.status.as_mut().unwrap().admission_checks.push(state("mk"));
+    assert!(runs_on_a_worker(&wl, &checks));
+    assert!(
+        !runs_on_a_worker(&wl, &checks[1..]),
+        "the MultiKueue check does not exist"
+    );
+
+    // What `load` decides: the Start step is skipped; the Pod is left as it is.
+    assert_eq!(plan(&j, &[&wl]).unwrap(), Step::Start("w".into()));
+    j.runs_on_a_worker = true;
+    assert_eq!(plan(&j, &[&wl]).unwrap(), Step::Ignore);
+    assert!(j.is_suspended());
+}
+
+// The manager's Pod that MultiKueue ran on a worker mirrors the copy's end: it finishes its Workload
+// as any Pod does (Kueue: pod_test.go "finishing the worker pod", the manager's Workload finishes).
+#[test]
+fn a_mirrored_end_finishes_the_multikueue_workload() {
+    let mut j = single();
+    let wl = wl_for(j.pod_sets().unwrap(), true, false);
+    set_phase(&mut j.pod, "Succeeded", None);
+    assert!(matches!(plan(&j, &[&wl]).unwrap(), Step::Finish { .. }));
+}
