@@ -10,6 +10,7 @@ mod cycle_break;
 mod elastic_jobs;
 mod explain;
 mod gated;
+mod gateway_adopt;
 mod incremental;
 mod invariants;
 mod kubectl;

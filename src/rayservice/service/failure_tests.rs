@@ -62,6 +62,7 @@ fn route_to_b(to_b: i32) -> TrafficView {
         backends: vec![("rs-a".into(), 100 - to_b), ("rs-b".into(), to_b)],
         route_shape_current: true,
         serve_services: ["rs-a".to_string(), "rs-b".to_string()].into(),
+        problem: None,
     }
 }
 

@@ -206,6 +206,7 @@ pub(crate) fn step(s: &Snapshot, o: &IncrementalOptions, t: &TrafficView, p: &mu
 
     // 6. The per-cluster serve Services and the Gateway.
     ensure_traffic_objects(t, [active_obj, pending_obj], p);
+    attachment_problem(s, t, &mut notes, p);
 
     // 7. The upgrade (or rollback) machine, one move per pass.
     let ended = match (active_obj, pending_obj) {
@@ -414,6 +415,20 @@ fn ensure_traffic_objects(t: &TrafficView, clusters: [Option<&ChildCluster>; 2],
     }
 }
 
+/// A Gateway annotation that names nothing usable (`adopt`) is said in the upgrade condition, with
+/// a Warning event when the stored condition does not say it yet.
+fn attachment_problem(s: &Snapshot, t: &TrafficView, notes: &mut Vec<String>, p: &mut Plan) {
+    let Some(problem) = &t.problem else { return };
+    let said = s
+        .status
+        .condition(cond::UPGRADE_IN_PROGRESS)
+        .is_some_and(|c| c.message.contains(problem.as_str()));
+    if !said {
+        p.event(EventType::Warning, "InvalidGatewayAttachment", problem.clone());
+    }
+    notes.push(problem.clone());
+}
+
 /// One move of the upgrade (or, `rolling_back`, the rollback) machine between the active cluster `a`
 /// and the pending one `pc`: what blocks it, else [`next_move`] on where things stand; the move is
 /// applied to `levels`.
@@ -445,6 +460,8 @@ fn upgrade_move(
             "pending cluster {} takes traffic once its workload slice keeps it from preemption",
             pc.name
         ))
+    } else if t.problem.is_some() {
+        Some("traffic moves once the Gateway annotation names a usable Gateway and HTTPRoute".into())
     } else if !t.gateway_ready {
         Some(format!(
             "Gateway {} is not Accepted and Programmed yet",
@@ -555,7 +572,9 @@ fn route(
         } else {
             backends[0].1 = 100;
         }
-        if !t.route_exists || !t.route_shape_current || t.backends != backends {
+        // A Gateway annotation that names nothing usable: no route is written in its place.
+        let writable = t.problem.is_none();
+        if writable && (!t.route_exists || !t.route_shape_current || t.backends != backends) {
             let reason = if t.route_exists {
                 "UpdatedHTTPRoute"
             } else {

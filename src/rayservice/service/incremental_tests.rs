@@ -124,6 +124,7 @@ impl World {
             backends,
             route_shape_current: true,
             serve_services: self.serve_svcs.clone(),
+            problem: None,
         };
         self.fresh += 1;
         Snapshot {

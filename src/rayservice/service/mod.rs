@@ -12,8 +12,10 @@
 //! dangling-cluster deletion deadlines that KubeRay held only in memory; `observe` maps API objects
 //! to the snapshot and the planned status back (including `numServeEndpoints` from the serve Service's
 //! EndpointSlices); `build` makes child clusters and Services (honouring `spec.serveService`); `auth`
-//! finds a token-auth cluster's dashboard token.
+//! finds a token-auth cluster's dashboard token; `adopt` attaches an incremental upgrade to a shared
+//! Gateway or an existing HTTPRoute.
 
+pub mod adopt;
 pub mod auth;
 mod bluegreen;
 pub mod build;
@@ -28,6 +30,8 @@ pub mod schedule;
 pub mod snapshot;
 pub mod traffic;
 
+#[cfg(test)]
+mod adopt_tests;
 #[cfg(test)]
 mod failure_tests;
 #[cfg(test)]

@@ -235,9 +235,10 @@ pub struct IncrementalOptions {
 /// What the Gateway API objects of an incremental service say.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct TrafficView {
-    /// `<rs>-gateway`.
+    /// `<rs>-gateway`, or `<namespace>/<name>` of a Gateway the RayService does not own.
     pub gateway: String,
-    /// `<rs>-gateway` exists with the wanted class and listener.
+    /// `<rs>-gateway` exists with the wanted class and listener (always true for a Gateway the
+    /// RayService does not own: it is never written).
     pub gateway_current: bool,
     /// `<rs>-gateway` is Accepted and Programmed.
     pub gateway_ready: bool,
@@ -254,6 +255,9 @@ pub struct TrafficView {
     pub route_shape_current: bool,
     /// Clusters whose `<cluster>-serve-svc` exists.
     pub serve_services: BTreeSet<String>,
+    /// Why the route may not be written: a quotagate Gateway annotation names nothing usable
+    /// (`adopt`). The upgrade waits; no Gateway or route is created in its place.
+    pub problem: Option<String>,
 }
 
 impl TrafficView {

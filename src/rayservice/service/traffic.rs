@@ -84,14 +84,25 @@ pub fn gateway_current(existing: &Gateway, class: &str) -> bool {
 /// `<rs>-httproute`: parent the gateway, one rule `PathPrefix /`, one weighted backend per cluster.
 pub fn httproute(rs: &RayService, backends: &[(String, i32)], serve_port: i32) -> HTTPRoute {
     let rs_name = rs.metadata.name.clone().unwrap_or_default();
-    let ns = rs.metadata.namespace.clone();
+    let parent = ParentReference {
+        name: names::gateway_name(&rs_name),
+        namespace: rs.metadata.namespace.clone(),
+        ..Default::default()
+    };
+    httproute_to(rs, parent, backends, serve_port)
+}
+
+/// `<rs>-httproute` as [`httproute`], under another parent (a shared Gateway, `adopt`).
+pub fn httproute_to(
+    rs: &RayService,
+    parent: ParentReference,
+    backends: &[(String, i32)],
+    serve_port: i32,
+) -> HTTPRoute {
+    let rs_name = rs.metadata.name.clone().unwrap_or_default();
     let name = names::httproute_name(&rs_name);
     let spec = HTTPRouteSpec {
-        parent_refs: Some(vec![ParentReference {
-            name: names::gateway_name(&rs_name),
-            namespace: ns.clone(),
-            ..Default::default()
-        }]),
+        parent_refs: Some(vec![parent]),
         rules: Some(vec![HTTPRouteRule {
             matches: Some(vec![HTTPRouteMatch {
                 path: Some(HTTPPathMatch {
@@ -100,18 +111,7 @@ pub fn httproute(rs: &RayService, backends: &[(String, i32)], serve_port: i32) -
                 }),
                 ..Default::default()
             }]),
-            backend_refs: Some(
-                backends
-                    .iter()
-                    .map(|(cluster, weight)| HTTPBackendRef {
-                        name: cluster_serve_service_name(cluster),
-                        namespace: ns.clone(),
-                        port: Some(serve_port),
-                        weight: Some(*weight),
-                        ..Default::default()
-                    })
-                    .collect(),
-            ),
+            backend_refs: Some(backend_refs(rs, backends, serve_port)),
             ..Default::default()
         }]),
         ..Default::default()
@@ -119,6 +119,40 @@ pub fn httproute(rs: &RayService, backends: &[(String, i32)], serve_port: i32) -
     let mut route = HTTPRoute::new(&name, spec);
     route.metadata = owned_meta(rs, name);
     route
+}
+
+/// One weighted reference to `<cluster>-serve-svc` (in the RayService's namespace) per cluster.
+pub fn backend_refs(rs: &RayService, backends: &[(String, i32)], serve_port: i32) -> Vec<HTTPBackendRef> {
+    backends
+        .iter()
+        .map(|(cluster, weight)| HTTPBackendRef {
+            name: cluster_serve_service_name(cluster),
+            namespace: rs.metadata.namespace.clone(),
+            port: Some(serve_port),
+            weight: Some(*weight),
+            ..Default::default()
+        })
+        .collect()
+}
+
+/// The `(cluster, weight)` backends of a route's first rule, by the exact Service name
+/// `<cluster>-serve-svc` (a backend of any other name is listed under its own name).
+pub fn route_backends(route: &HTTPRoute) -> Vec<(String, i32)> {
+    route
+        .spec
+        .rules
+        .as_ref()
+        .and_then(|rules| rules.first()?.backend_refs.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|b| {
+            let cluster = b
+                .name
+                .strip_suffix(SERVE_SVC_SUFFIX)
+                .map_or_else(|| b.name.clone(), str::to_string);
+            (cluster, b.weight.unwrap_or(1))
+        })
+        .collect()
 }
 
 /// `<cluster>-serve-svc`: the RayService's serve Service shape, selecting this cluster's serve
@@ -143,7 +177,7 @@ pub fn cluster_serve_service(rs: &RayService, rc: &RayCluster) -> Service {
 /// A route's parents and rules with the Gateway API CRD's defaults filled in: the real CRD stores
 /// `group`/`kind` on parent and backend references, `weight: 1` and a `PathPrefix /` match, so a
 /// route the API server defaulted is the route we wrote (else every pass would rewrite it).
-fn with_defaults(spec: &HTTPRouteSpec) -> (Vec<ParentReference>, Vec<HTTPRouteRule>) {
+pub(crate) fn with_defaults(spec: &HTTPRouteSpec) -> (Vec<ParentReference>, Vec<HTTPRouteRule>) {
     let mut parents = spec.parent_refs.clone().unwrap_or_default();
     for p in &mut parents {
         p.group.get_or_insert_with(|| "gateway.networking.k8s.io".into());
@@ -180,18 +214,7 @@ pub fn view(
     let rs_name = rs.metadata.name.clone().unwrap_or_default();
     let ns = rs.metadata.namespace.clone().unwrap_or_default();
     let gateway_name = names::gateway_name(&rs_name);
-    let backends: Vec<(String, i32)> = route
-        .and_then(|r| r.spec.rules.as_ref()?.first()?.backend_refs.clone())
-        .unwrap_or_default()
-        .into_iter()
-        .map(|b| {
-            let cluster = b
-                .name
-                .strip_suffix(SERVE_SVC_SUFFIX)
-                .map_or_else(|| b.name.clone(), str::to_string);
-            (cluster, b.weight.unwrap_or(1))
-        })
-        .collect();
+    let backends = route.map(route_backends).unwrap_or_default();
     let route_shape_current = route.is_some_and(|r| {
         let wanted = httproute(rs, &backends, serve_port);
         with_defaults(&r.spec) == with_defaults(&wanted.spec)
@@ -206,6 +229,7 @@ pub fn view(
         backends,
         route_shape_current,
         serve_services,
+        problem: None,
     }
 }
 

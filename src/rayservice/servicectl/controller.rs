@@ -40,7 +40,7 @@ use crate::rayservice::service::snapshot::{
     Admission, ChildCluster, DesiredCluster, IncrementalOptions, PriorStatus, ServeObservation, Snapshot,
     TrafficView, UpgradeStrategy,
 };
-use crate::rayservice::service::{auth, duration, schedule, traffic};
+use crate::rayservice::service::{adopt, auth, duration, schedule, traffic};
 
 /// Label that makes a RayService queue-managed (Kueue's).
 pub const QUEUE_NAME_LABEL: &str = "kueue.x-k8s.io/queue-name";
@@ -356,7 +356,7 @@ async fn observe_snapshot(rs: &RayService, ns: &str, ctx: &Context) -> Result<Sn
         0
     };
     let incremental = if incremental {
-        Some(observe_traffic(rs, &name, &clusters, &svc_api, ns, ctx).await?)
+        Some(observe_traffic(rs, &clusters, &svc_api, ns, ctx).await?)
     } else {
         None
     };
@@ -502,7 +502,6 @@ async fn observe_child(
 /// serve Services say.
 async fn observe_traffic(
     rs: &RayService,
-    name: &str,
     clusters: &[RayCluster],
     svc_api: &Api<Service>,
     ns: &str,
@@ -510,10 +509,21 @@ async fn observe_traffic(
 ) -> Result<(IncrementalOptions, TrafficView), Error> {
     let mut options = traffic::options(rs);
     options.timer_only = ctx.config.incremental_timer_only;
-    let gateways: Api<Gateway> = Api::namespaced(ctx.client.clone(), ns);
+    // `<rs>-gateway` and `<rs>-httproute`, or the shared Gateway / adopted route the annotations name.
+    let attachment = adopt::attachment(rs);
     let routes: Api<HTTPRoute> = Api::namespaced(ctx.client.clone(), ns);
-    let gateway = gateways.get_opt(&names::gateway_name(name)).await?;
-    let route = routes.get_opt(&names::httproute_name(name)).await?;
+    let route = match attachment.route_name(rs) {
+        Some(r) => routes.get_opt(&r).await?,
+        None => None,
+    };
+    let gateway = match attachment.gateway_key(rs, route.as_ref()) {
+        Some((gns, gname)) => {
+            Api::<Gateway>::namespaced(ctx.client.clone(), &gns)
+                .get_opt(&gname)
+                .await?
+        }
+        None => None,
+    };
     let mut serve_services = std::collections::BTreeSet::new();
     for rc in clusters {
         let cname = rc.name_any();
@@ -526,8 +536,9 @@ async fn observe_traffic(
         }
     }
     let port = observe::serve_port(&rs.spec.ray_cluster_config);
-    let view = traffic::view(
+    let view = adopt::view(
         rs,
+        &attachment,
         &options,
         gateway.as_ref(),
         route.as_ref(),
@@ -1028,8 +1039,21 @@ async fn set_route(
     ctx: &Context,
 ) -> Result<(), Error> {
     let port = observe::serve_port(&rs.spec.ray_cluster_config);
-    let wanted = traffic::httproute(rs, backends, port);
     let api: Api<HTTPRoute> = Api::namespaced(ctx.client.clone(), ns);
+    let wanted = match adopt::route_write(rs, backends, port) {
+        adopt::RouteWrite::Whole(route) => *route,
+        adopt::RouteWrite::BackendRefs { route, refs } => {
+            // An adopted route: only its first rule's backendRefs, on the version read (a
+            // concurrent edit conflicts and the next pass re-plans).
+            if let Some(mut existing) = api.get_opt(&route).await?
+                && adopt::set_backend_refs(&mut existing, refs)
+            {
+                api.replace(&route, &PostParams::default(), &existing).await?;
+            }
+            return Ok(());
+        }
+        adopt::RouteWrite::Nothing => return Ok(()),
+    };
     let rname = wanted.name_any();
     match api.get_opt(&rname).await? {
         None => {
