@@ -52,6 +52,7 @@ pub mod selector;
 pub mod service_alloc;
 pub mod serviceaccount;
 pub mod sim;
+mod socket;
 pub mod store;
 pub mod table;
 pub mod validation;
