@@ -894,8 +894,11 @@ async fn in_process_lists_and_watches_leave_out_managed_fields_and_kubectls_keep
         return;
     };
     k.ok(&["create", "configmap", "mf", "--from-literal=a=b"]).await;
-    let listed: serde_json::Value =
-        serde_json::from_str(&k.ok(&["get", "configmaps", "-o", "json"]).await).unwrap();
+    let listed: serde_json::Value = serde_json::from_str(
+        &k.ok(&["get", "configmaps", "-o", "json", "--show-managed-fields"])
+            .await,
+    )
+    .unwrap();
     let item = listed["items"]
         .as_array()
         .unwrap()
