@@ -503,7 +503,7 @@ mod listener {
     }
 
     /// One whole HTTP/1.1 response (headers and a `Content-Length` body) off a kept-alive connection.
-    async fn response(s: &mut Tls) -> String {
+    async fn response<S: tokio::io::AsyncRead + Unpin>(s: &mut S) -> String {
         let mut out = Vec::new();
         let mut buf = [0u8; 4096];
         loop {
@@ -568,6 +568,123 @@ mod listener {
             assert!(got.starts_with("HTTP/1.1 200"), "{got}");
         }
     }
+    /// A client's TCP stream whose writes after the first (the ClientHello) wait for a gate: a
+    /// client slow to finish its handshake, as kubectl on a loaded machine; `heard` fires when the
+    /// server's first answer arrives (it has read the ClientHello).
+    struct Stalled {
+        tcp: tokio::net::TcpStream,
+        writes: usize,
+        gate: tokio_util::sync::PollSemaphore,
+        passed: bool,
+        heard: Option<tokio::sync::oneshot::Sender<()>>,
+    }
+
+    impl tokio::io::AsyncRead for Stalled {
+        fn poll_read(
+            mut self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+            buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            let before = buf.filled().len();
+            let r = std::pin::Pin::new(&mut self.tcp).poll_read(cx, buf);
+            if buf.filled().len() > before
+                && let Some(heard) = self.heard.take()
+            {
+                let _ = heard.send(());
+            }
+            r
+        }
+    }
+
+    impl tokio::io::AsyncWrite for Stalled {
+        fn poll_write(
+            mut self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+            buf: &[u8],
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            if self.writes > 0 && !self.passed {
+                match self.gate.poll_acquire(cx) {
+                    std::task::Poll::Pending => return std::task::Poll::Pending,
+                    std::task::Poll::Ready(permit) => {
+                        std::mem::forget(permit);
+                        self.passed = true;
+                    }
+                }
+            }
+            self.writes += 1;
+            std::pin::Pin::new(&mut self.tcp).poll_write(cx, buf)
+        }
+        fn poll_flush(
+            mut self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::pin::Pin::new(&mut self.tcp).poll_flush(cx)
+        }
+        fn poll_shutdown(
+            mut self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::pin::Pin::new(&mut self.tcp).poll_shutdown(cx)
+        }
+    }
+
+    /// The kubectl failure seen beside the differential suite ("write: broken pipe" under a
+    /// reconnecting flood): a client whose TLS handshake is under way but slow is not closed to make
+    /// room for bare sockets, however many arrive after it; only silent sockets are. The client
+    /// sends its ClientHello, gets the server's answer, then holds its Finished while 200 bare
+    /// sockets arrive past a cap of 8, then finishes and is served.
+    #[tokio::test]
+    async fn a_slow_handshake_outlasts_a_flood_of_bare_sockets() {
+        let limits = ListenerLimits {
+            idle_timeout: Duration::from_secs(60),
+            header_read_timeout: Duration::from_secs(60),
+            max_untrusted_connections: 8,
+            ..short()
+        };
+        let l = listen("slow-handshake", limits).await;
+        let gate = Arc::new(tokio::sync::Semaphore::new(0));
+        let (heard, answered) = tokio::sync::oneshot::channel();
+        let stalled = Stalled {
+            tcp: tokio::net::TcpStream::connect(l.addr).await.unwrap(),
+            writes: 0,
+            gate: tokio_util::sync::PollSemaphore::new(gate.clone()),
+            passed: false,
+            heard: Some(heard),
+        };
+        let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+        let handshake = tokio::spawn(tokio_rustls::TlsConnector::from(l.tls.clone()).connect(name, stalled));
+        tokio::time::timeout(Duration::from_secs(10), answered)
+            .await
+            .expect("the server answered the ClientHello within 10 s")
+            .unwrap();
+        let mut bare = Vec::new();
+        for _ in 0..200 {
+            bare.push(tokio::net::TcpStream::connect(l.addr).await.unwrap());
+        }
+        // Every bare socket has been accepted (and all but the newest closed) before the gate opens.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while l.srv.connections().unwrap().closed_for_room_total < 200 - 8 + 1 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the server did not take the bare sockets: {:?}",
+                l.srv.connections()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        gate.add_permits(1);
+        let mut tls = tokio::time::timeout(Duration::from_secs(10), handshake)
+            .await
+            .expect("the handshake ended within 10 s")
+            .unwrap()
+            .expect("the slow handshake completed: the flood did not close its connection");
+        tls.write_all(l.get("/version").as_bytes()).await.unwrap();
+        let got = tokio::time::timeout(Duration::from_secs(10), response(&mut tls))
+            .await
+            .expect("an answer within 10 s");
+        assert!(got.starts_with("HTTP/1.1 200"), "{got}");
+        println!("server after the flood: {:?}", l.srv.connections());
+    }
+
     /// Issue "the embedded control plane under many clients": 3,000 bare TCP sockets (no TLS, no
     /// request, no token) and 1,000 watches, multiplexed over ten HTTP/2 connections as client-go does
     /// (kube-apiserver's 100 streams per connection), leave authenticated clients served: GETs over a

@@ -881,3 +881,65 @@ async fn kubectl_works_under_a_reconnecting_flood_of_bare_sockets() {
     );
     assert!(failed.is_empty(), "{failed:#?}");
 }
+
+/// Issue 60: the in-process reflectors (the manager's, the simulators') get lists and watches
+/// without `metadata.managedFields`, which are half a cached pod; kubectl, over TCP, gets them in a
+/// list as from kube-apiserver, and a GET keeps them for both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_process_lists_and_watches_leave_out_managed_fields_and_kubectls_keep_them() {
+    use futures::StreamExt;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::{Api, ListParams, WatchParams};
+    let Some(k) = Kube::start("managed").await else {
+        return;
+    };
+    k.ok(&["create", "configmap", "mf", "--from-literal=a=b"]).await;
+    let listed: serde_json::Value = serde_json::from_str(
+        &k.ok(&["get", "configmaps", "-o", "json", "--show-managed-fields"])
+            .await,
+    )
+    .unwrap();
+    let item = listed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["metadata"]["name"] == "mf")
+        .cloned()
+        .unwrap();
+    assert!(
+        item["metadata"]["managedFields"].is_array(),
+        "kubectl's list: {item}"
+    );
+
+    let api: Api<ConfigMap> = Api::namespaced(k.srv.client(), "default");
+    let got = api.get("mf").await.unwrap();
+    assert!(
+        got.metadata.managed_fields.is_some(),
+        "an in-process GET keeps them"
+    );
+    let list = api.list(&ListParams::default()).await.unwrap();
+    let mf = list
+        .items
+        .iter()
+        .find(|c| c.metadata.name.as_deref() == Some("mf"))
+        .unwrap();
+    assert_eq!(mf.metadata.managed_fields, None, "in-process list");
+    assert_eq!(mf.data.as_ref().unwrap()["a"], "b");
+    let mut events = api
+        .watch(&WatchParams::default().timeout(5), "0")
+        .await
+        .unwrap()
+        .boxed();
+    k.ok(&["label", "configmap", "mf", "x=y"]).await;
+    let mut seen = false;
+    while let Some(ev) = events.next().await {
+        if let kube::api::WatchEvent::Modified(c) | kube::api::WatchEvent::Added(c) = ev.unwrap()
+            && c.metadata.labels.as_ref().is_some_and(|l| l.contains_key("x"))
+        {
+            assert_eq!(c.metadata.managed_fields, None, "in-process watch");
+            seen = true;
+            break;
+        }
+    }
+    assert!(seen, "the in-process watch saw the label");
+}

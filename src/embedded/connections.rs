@@ -1,7 +1,8 @@
 //! Which of a listener's connections may be closed to make room: those not yet trusted (TLS
-//! handshake not done, or no authenticated request yet), oldest first, and among them those still
-//! in their TLS handshake (bare sockets) before those past it. Trusted connections are bounded only
-//! by the process's descriptor budget, shared by every listener.
+//! handshake not done, or no authenticated request yet), oldest first, and among them silent ones
+//! (not a byte received: bare sockets) before those in their handshake, and those before the ones
+//! past it. Trusted connections are bounded only by the process's descriptor budget, shared by
+//! every listener.
 //!
 //! kube-apiserver caps no sockets and is a Go program, which raises its soft descriptor limit to the
 //! hard one at start; we keep a cap so that bare sockets cannot take the descriptors the data
@@ -68,29 +69,63 @@ pub struct Untrusted {
     warned: Mutex<Option<Instant>>,
 }
 
-/// The untrusted connections by id (ids grow with arrival, so the first is the oldest): in their
-/// TLS handshake, or past it with no authenticated request yet. A flood of bare sockets (no TLS)
-/// closes only bare sockets, so a client past its handshake is safe from it; closing one past the
-/// handshake takes connections that finish theirs, which costs the server's CPU as much as the
-/// client's and so paces itself.
+/// The untrusted connections by id (ids grow with arrival, so the first is the oldest): silent
+/// (no byte received yet), greeted (bytes of a handshake received, handshake not done), or secured
+/// (handshake done, no authenticated request yet). A flood of bare sockets closes only silent
+/// sockets, so a client whose handshake is slow (a loaded machine: the flood arrives faster than
+/// either side finishes the handshake's crypto) is safe from it once its first bytes are in. A
+/// silent socket is looked at before it is closed: bytes waiting in it that the server has not read
+/// yet (its task not yet run) make it greeted instead. Closing greeted or secured connections takes
+/// clients that send handshakes, which cost the server's CPU as much as the client's and so pace
+/// themselves.
 #[derive(Default)]
 struct Open {
-    bare: BTreeMap<u64, CancellationToken>,
+    silent: BTreeMap<u64, Silent>,
+    greeted: BTreeMap<u64, CancellationToken>,
     secured: BTreeMap<u64, CancellationToken>,
 }
 
+/// A silent connection: its token, and whether bytes wait in its socket.
+struct Silent {
+    token: CancellationToken,
+    has_bytes: Probe,
+}
+
+/// Whether bytes wait unread in a connection's socket (peeked, not taken).
+pub type Probe = Box<dyn Fn() -> bool + Send>;
+
 impl Open {
     fn len(&self) -> usize {
-        self.bare.len() + self.secured.len()
+        self.silent.len() + self.greeted.len() + self.secured.len()
     }
 
-    /// The oldest bare socket other than `newest` (the arrival being made room for: it is not
-    /// closed in favour of older ones), else the oldest connection past its handshake.
+    /// The oldest silent connection other than `newest` (the arrival being made room for: it is
+    /// not closed in favour of older ones) that has no bytes waiting, else the oldest greeted one,
+    /// else the oldest secured one. A silent one found with bytes waiting becomes greeted.
     fn pop_oldest(&mut self, newest: Option<u64>) -> Option<CancellationToken> {
-        match self.bare.first_key_value() {
-            Some((&id, _)) if Some(id) != newest => self.bare.pop_first().map(|(_, t)| t),
-            _ => self.secured.pop_first().map(|(_, t)| t),
+        while let Some(entry) = self.silent.first_entry() {
+            if Some(*entry.key()) == newest {
+                break;
+            }
+            let (id, silent) = entry.remove_entry();
+            if (silent.has_bytes)() {
+                self.greeted.insert(id, silent.token);
+                continue;
+            }
+            return Some(silent.token);
         }
+        match self.greeted.pop_first() {
+            Some((_, token)) => Some(token),
+            None => self.secured.pop_first().map(|(_, t)| t),
+        }
+    }
+
+    fn remove(&mut self, id: u64) -> Option<CancellationToken> {
+        self.silent
+            .remove(&id)
+            .map(|s| s.token)
+            .or_else(|| self.greeted.remove(&id))
+            .or_else(|| self.secured.remove(&id))
     }
 }
 
@@ -113,11 +148,23 @@ impl Conn {
         self.trusted.load(Ordering::Acquire)
     }
 
-    /// The connection's TLS handshake is done: from now on bare sockets no longer close it.
+    /// The first bytes of the connection have been read: from now on silent sockets no longer
+    /// close it.
+    pub fn greeted(&self) {
+        if !self.is_trusted() {
+            let mut open = self.pool.lock();
+            if let Some(silent) = open.silent.remove(&self.id) {
+                open.greeted.insert(self.id, silent.token);
+            }
+        }
+    }
+
+    /// The connection's TLS handshake is done: from now on connections in their handshake no
+    /// longer close it.
     pub fn secured(&self) {
         if !self.is_trusted() {
             let mut open = self.pool.lock();
-            if let Some(token) = open.bare.remove(&self.id) {
+            if let Some(token) = open.remove(self.id) {
                 open.secured.insert(self.id, token);
             }
         }
@@ -149,10 +196,7 @@ impl Untrusted {
     }
 
     fn remove(&self, id: u64) {
-        let mut open = self.lock();
-        if open.bare.remove(&id).is_none() {
-            open.secured.remove(&id);
-        }
+        self.lock().remove(id);
     }
 
     /// How many untrusted connections are open.
@@ -169,15 +213,26 @@ impl Untrusted {
         self.closed.load(Ordering::Relaxed)
     }
 
-    /// A new connection, untrusted, closed by its token (a child of `parent`). Past the cap the
-    /// oldest untrusted connections are closed; returns how many.
-    pub fn admit(self: &Arc<Self>, parent: &CancellationToken) -> (Arc<Conn>, CancellationToken, usize) {
+    /// A new connection, untrusted and silent, closed by its token (a child of `parent`);
+    /// `has_bytes` says whether bytes wait unread in its socket. Past the cap the oldest untrusted
+    /// connections are closed ([`Open::pop_oldest`]); returns how many.
+    pub fn admit(
+        self: &Arc<Self>,
+        parent: &CancellationToken,
+        has_bytes: Probe,
+    ) -> (Arc<Conn>, CancellationToken, usize) {
         let token = parent.child_token();
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let mut closed = 0;
         {
             let mut open = self.lock();
-            open.bare.insert(id, token.clone());
+            open.silent.insert(
+                id,
+                Silent {
+                    token: token.clone(),
+                    has_bytes,
+                },
+            );
             while open.len() > self.cap {
                 match open.pop_oldest(Some(id)) {
                     Some(oldest) => {
@@ -227,6 +282,10 @@ impl Untrusted {
 mod tests {
     use super::*;
 
+    fn silent() -> Probe {
+        Box::new(|| false)
+    }
+
     #[test]
     fn reads_the_soft_limit() {
         let text = "Limit                     Soft Limit           Hard Limit           Units     \n\
@@ -244,16 +303,16 @@ mod tests {
     fn past_the_cap_the_oldest_untrusted_is_closed_and_trusted_ones_never() {
         let parent = CancellationToken::new();
         let pool = Untrusted::new(2);
-        let (a, ta, n) = pool.admit(&parent);
+        let (a, ta, n) = pool.admit(&parent, silent());
         assert_eq!(n, 0);
-        let (b, tb, _) = pool.admit(&parent);
+        let (b, tb, _) = pool.admit(&parent, silent());
         // A trusted connection leaves the pool: the cap no longer counts it.
         a.trust();
         assert!(a.is_trusted());
-        let (_c, tc, n) = pool.admit(&parent);
+        let (_c, tc, n) = pool.admit(&parent, silent());
         assert_eq!(n, 0);
         assert_eq!(pool.len(), 2);
-        let (_d, td, n) = pool.admit(&parent);
+        let (_d, td, n) = pool.admit(&parent, silent());
         assert_eq!(n, 1);
         assert!(!ta.is_cancelled(), "a trusted connection was closed");
         assert!(tb.is_cancelled(), "the oldest untrusted connection stayed open");
@@ -269,16 +328,16 @@ mod tests {
     }
 
     /// Bare sockets close bare sockets: a connection past its TLS handshake is closed for room only
-    /// when no bare socket but the newest arrival is left.
+    /// when no silent socket but the newest arrival is left.
     #[test]
     fn bare_sockets_close_bare_sockets_before_handshaken_ones() {
         let parent = CancellationToken::new();
         let pool = Untrusted::new(3);
-        let (client, t_client, _) = pool.admit(&parent);
+        let (client, t_client, _) = pool.admit(&parent, silent());
         client.secured();
         let mut bare = Vec::new();
         for _ in 0..10 {
-            let (c, t, _) = pool.admit(&parent);
+            let (c, t, _) = pool.admit(&parent, silent());
             bare.push((c, t));
         }
         assert!(
@@ -288,14 +347,14 @@ mod tests {
         assert_eq!(pool.len(), 3);
         assert_eq!(bare.iter().filter(|(_, t)| !t.is_cancelled()).count(), 2);
         // Two more get through their handshakes (each arrival closes the oldest bare socket).
-        let (a, _ta, _) = pool.admit(&parent);
+        let (a, _ta, _) = pool.admit(&parent, silent());
         a.secured();
-        let (b, _tb, _) = pool.admit(&parent);
+        let (b, _tb, _) = pool.admit(&parent, silent());
         b.secured();
         assert!(!t_client.is_cancelled());
         assert!(bare.iter().all(|(_, t)| t.is_cancelled()));
         // Only handshaken connections besides the arrival: the oldest of them goes, not the arrival.
-        let (_c, tc, _) = pool.admit(&parent);
+        let (_c, tc, _) = pool.admit(&parent, silent());
         assert!(
             t_client.is_cancelled(),
             "the oldest handshaken connection stayed past the cap"
@@ -303,5 +362,45 @@ mod tests {
         assert!(!tc.is_cancelled(), "the arrival was closed for older connections");
         assert_eq!(pool.len(), 3);
         assert_eq!(pool.closed_for_room(), 8 + 2 + 1);
+    }
+
+    /// A reconnecting flood of bare sockets never closes a client in its handshake: not once its
+    /// first bytes were read, nor while they wait unread in its socket (its task not yet run).
+    #[test]
+    fn silent_sockets_close_silent_ones_before_clients_in_their_handshake() {
+        use std::sync::atomic::AtomicBool;
+        let parent = CancellationToken::new();
+        let pool = Untrusted::new(4);
+        let (read, t_read, _) = pool.admit(&parent, silent());
+        read.greeted();
+        let waiting = Arc::new(AtomicBool::new(false));
+        let probe = waiting.clone();
+        let (_unread, t_unread, _) = pool.admit(&parent, Box::new(move || probe.load(Ordering::Relaxed)));
+        waiting.store(true, Ordering::Relaxed);
+        let mut flood = Vec::new();
+        for _ in 0..1000 {
+            flood.push(pool.admit(&parent, silent()));
+        }
+        assert!(
+            !t_read.is_cancelled(),
+            "a client whose bytes were read was closed"
+        );
+        assert!(
+            !t_unread.is_cancelled(),
+            "a client whose bytes wait unread was closed"
+        );
+        assert_eq!(pool.len(), 4);
+        assert_eq!(flood.iter().filter(|(_, t, _)| !t.is_cancelled()).count(), 2);
+        // Its handshake done, it outlasts the silent ones and those still in their handshake.
+        read.secured();
+        assert!(pool.close_oldest() && pool.close_oldest());
+        assert!(flood.iter().all(|(_, t, _)| t.is_cancelled()));
+        assert!(!t_unread.is_cancelled());
+        assert!(pool.close_oldest());
+        assert!(t_unread.is_cancelled() && !t_read.is_cancelled());
+        assert!(pool.close_oldest());
+        assert!(t_read.is_cancelled());
+        assert!(!pool.close_oldest());
+        assert_eq!(pool.closed_for_room(), 1000 - 2 + 4);
     }
 }

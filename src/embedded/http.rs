@@ -17,6 +17,7 @@ use super::refusals;
 use super::registry::ResourceInfo;
 use super::review;
 use super::selector::{FieldSelector, LabelSelector};
+use super::served::{InProcess, Served};
 use super::serviceaccount;
 use super::store::{DeleteOptions, ListOptions, Store, WatchFrom};
 use super::table;
@@ -37,7 +38,7 @@ mod proxy;
 pub const MAX_BODY: usize = 3 * 1024 * 1024;
 
 /// A JSON answer as kube-apiserver's serializer writes it (Go's `json.Encoder`: a newline ends it).
-fn json_response(code: u16, body: &Value, content_type: &str) -> Response {
+fn json_response<T: serde::Serialize + ?Sized>(code: u16, body: &T, content_type: &str) -> Response {
     let mut bytes = serde_json::to_vec(body).unwrap_or_default();
     bytes.push(b'\n');
     let mut r = Response::new(Body::from(bytes));
@@ -48,8 +49,18 @@ fn json_response(code: u16, body: &Value, content_type: &str) -> Response {
     r
 }
 
-fn ok(code: u16, body: &Value) -> Response {
+fn ok<T: serde::Serialize + ?Sized>(code: u16, body: &T) -> Response {
     json_response(code, body, "application/json")
+}
+
+/// A LIST answer, written from the stored objects.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ListBody<'a> {
+    kind: String,
+    api_version: String,
+    metadata: Value,
+    items: Vec<Served<'a>>,
 }
 
 /// Adds one `Warning` header per message, in the form kube-apiserver sends (`299 - "message"`), which
@@ -474,6 +485,7 @@ pub async fn handle(State(srv): State<Arc<EmbeddedServer>>, req: Request) -> Res
                 content_type,
                 user_agent,
                 replay: false,
+                in_process: parts.extensions.get::<InProcess>().is_some(),
                 body: &body,
                 method: parts.method,
             };
@@ -599,6 +611,8 @@ struct Req<'a> {
     user_agent: String,
     /// The object a webhook admitted, written again: its `managedFields` were computed by the dry run.
     replay: bool,
+    /// Made by the in-process client: lists and watches leave out `managedFields` (`served.rs`).
+    in_process: bool,
     body: &'a [u8],
     method: Method,
 }
@@ -703,7 +717,7 @@ impl Req<'_> {
             let t = table::table(&self.t.info, &[&obj], "", None);
             return ok(code, &self.include_object(t, &[&obj]));
         }
-        ok(code, &Store::at_version(&self.t.info, obj))
+        ok(code, &*Store::at_version(&self.t.info, obj))
     }
 
     /// A Table's rows carry what `includeObject` asks: `Metadata` (the default), `None` or `Object`.
@@ -1075,14 +1089,26 @@ impl Req<'_> {
             // empty, and nothing drops the empty string (kube-apiserver v1.36.3, every list).
             md["continue"] = json!("");
         }
-        let items: Vec<Value> = res
+        let objs: Vec<Arc<Value>> = res
             .items
             .into_iter()
-            .map(|o| (*Store::at_version(&self.t.info, o)).clone())
+            .map(|o| Store::at_version(&self.t.info, o))
+            .collect();
+        let items = objs
+            .iter()
+            .map(|obj| Served {
+                obj,
+                managed_fields: !self.in_process,
+            })
             .collect();
         Ok(ok(
             200,
-            &json!({"kind": format!("{}List", self.t.info.kind), "apiVersion": self.t.info.api_version(), "metadata": md, "items": items}),
+            &ListBody {
+                kind: format!("{}List", self.t.info.kind),
+                api_version: self.t.info.api_version(),
+                metadata: md,
+                items,
+            },
         ))
     }
 
@@ -1145,6 +1171,7 @@ impl Req<'_> {
                 .and_then(|t| t.parse().ok())
                 .map(Duration::from_secs),
             as_table: self.as_table(),
+            managed_fields: !self.in_process,
         };
         let rx = watch::start(self.store().clone(), req, self.srv.config.bookmark_interval);
         let body =

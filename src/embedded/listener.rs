@@ -30,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::auth::{Credentials, unauthorized};
 use super::connections::{Conn, Untrusted};
+use super::socket::Socket;
 
 struct Authn {
     creds: Arc<Credentials>,
@@ -503,7 +504,7 @@ async fn accept_loop<F, Fut>(
     on_connection: F,
 ) -> std::io::Result<()>
 where
-    F: Fn(tokio::net::TcpStream, Accepted) -> Fut,
+    F: Fn(Socket, Accepted) -> Fut,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
     let descriptors = super::connections::descriptors();
@@ -555,7 +556,9 @@ where
         if let Err(e) = tcp.set_nodelay(true) {
             tracing::debug!(%peer, error = %e, "setting TCP_NODELAY failed");
         }
-        let (conn, close, _) = untrusted.admit(&cancel);
+        let (mut socket, probe) = Socket::new(tcp);
+        let (conn, close, _) = untrusted.admit(&cancel, probe);
+        socket.tell(conn.clone());
         let accepted = Accepted {
             peer,
             stats: stats.clone(),
@@ -565,7 +568,7 @@ where
             close,
             _permit: permit,
         };
-        tokio::spawn(on_connection(tcp, accepted));
+        tokio::spawn(on_connection(socket, accepted));
     }
 }
 

@@ -49,9 +49,11 @@ pub mod root_ca;
 pub mod satoken;
 mod scale;
 pub mod selector;
+mod served;
 pub mod service_alloc;
 pub mod serviceaccount;
 pub mod sim;
+mod socket;
 pub mod store;
 pub mod table;
 pub mod validation;
@@ -231,9 +233,16 @@ impl EmbeddedServer {
             .with_state(self.clone())
     }
 
-    /// An in-process client (default namespace "default").
+    /// An in-process client (default namespace "default"); its lists and watches leave out
+    /// `metadata.managedFields` (`served.rs`).
     pub fn client(self: &Arc<Self>) -> kube::Client {
-        kube::Client::new(self.router(), "default")
+        let service = tower::ServiceBuilder::new()
+            .map_request(|mut req: ::http::Request<kube::client::Body>| {
+                req.extensions_mut().insert(served::InProcess);
+                req
+            })
+            .service(self.router());
+        kube::Client::new(service, "default")
     }
 
     /// An in-process client whose every request is authorized by `authz` (403 when no rule allows
@@ -243,6 +252,7 @@ impl EmbeddedServer {
         let service = tower::ServiceBuilder::new()
             .map_request(move |mut req: ::http::Request<kube::client::Body>| {
                 req.extensions_mut().insert(principal.clone());
+                req.extensions_mut().insert(served::InProcess);
                 req
             })
             .service(self.router());

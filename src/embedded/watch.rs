@@ -4,6 +4,7 @@
 use super::error::ApiError;
 use super::registry::ResourceInfo;
 use super::selector::{FieldSelector, LabelSelector};
+use super::served::Served;
 use super::store::{EventType, Store, WatchEvent, WatchFrom};
 use super::table;
 use bytes::Bytes;
@@ -23,6 +24,8 @@ pub struct WatchRequest {
     pub bookmarks: bool,
     pub timeout: Option<Duration>,
     pub as_table: bool,
+    /// Objects with their `metadata.managedFields` (all but the in-process clients: `served.rs`).
+    pub managed_fields: bool,
 }
 
 impl WatchRequest {
@@ -35,13 +38,18 @@ impl WatchRequest {
         self.labels.matches(obj) && self.fields.matches(obj)
     }
 
-    fn line(&self, type_: &str, obj: &Value) -> Bytes {
-        let object = if self.as_table {
-            table::table(&self.info, &[obj], "", None)
-        } else {
-            (*Store::at_version(&self.info, Arc::new(obj.clone()))).clone()
-        };
-        event_line(type_, object)
+    fn line(&self, type_: &str, obj: &Arc<Value>) -> Bytes {
+        if self.as_table {
+            return event_line(type_, &table::table(&self.info, &[&**obj], "", None));
+        }
+        let obj = Store::at_version(&self.info, obj.clone());
+        event_line(
+            type_,
+            &Served {
+                obj: &obj,
+                managed_fields: self.managed_fields,
+            },
+        )
     }
 
     fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
@@ -51,19 +59,27 @@ impl WatchRequest {
         }
         event_line(
             "BOOKMARK",
-            json!({"kind": self.info.kind, "apiVersion": self.info.api_version(), "metadata": md}),
+            &json!({"kind": self.info.kind, "apiVersion": self.info.api_version(), "metadata": md}),
         )
     }
 }
 
-fn event_line(type_: &str, object: Value) -> Bytes {
-    let mut v = serde_json::to_vec(&json!({"type": type_, "object": object})).unwrap_or_default();
+/// One event of a watch, `{"type": ..., "object": ...}`.
+#[derive(serde::Serialize)]
+struct Line<'a, T> {
+    #[serde(rename = "type")]
+    type_: &'a str,
+    object: &'a T,
+}
+
+fn event_line<T: serde::Serialize>(type_: &str, object: &T) -> Bytes {
+    let mut v = serde_json::to_vec(&Line { type_, object }).unwrap_or_default();
     v.push(b'\n');
     Bytes::from(v)
 }
 
 pub fn error_line(e: &ApiError) -> Bytes {
-    event_line("ERROR", e.to_status())
+    event_line("ERROR", &e.to_status())
 }
 
 /// The event type a filtered watch sees, as the real server reports it: an object that starts matching

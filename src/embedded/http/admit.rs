@@ -132,6 +132,7 @@ impl Req<'_> {
                 content_type: "application/json".into(),
                 user_agent: self.user_agent.clone(),
                 replay: true,
+                in_process: self.in_process,
                 body: &body,
                 method: method.clone(),
             };
