@@ -126,7 +126,7 @@ async fn two_racks() -> Cluster {
 
 /// Waits for `f` (polled every 200 ms, up to 120 s: the machine may be loaded); on timeout fails
 /// with the state of the namespace's Workloads and pods.
-async fn poll<T, F, Fut>(what: &str, f: F) -> T
+async fn poll<T, F, Fut>(c: &Cluster, what: &str, f: F) -> T
 where
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
@@ -136,10 +136,9 @@ where
         if let Some(v) = f().await {
             return v;
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
+        if std::time::Instant::now() >= deadline {
+            panic!("timed out waiting for {what}:\n{}", state(c).await);
+        }
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
 }
@@ -170,16 +169,45 @@ async fn state(c: &Cluster) -> String {
             .unwrap_or_default();
         out.push_str(&format!("workload {}: {conds:?} {ta:?}\n", w.name_any()));
     }
+    for r in Api::<RayService>::namespaced(c.client.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+    {
+        let status = serde_json::to_string(&r.status).unwrap_or_default();
+        out.push_str(&format!("rayservice {}: {status}\n", r.name_any()));
+    }
+    for rc in Api::<RayCluster>::namespaced(c.client.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+    {
+        let status = serde_json::to_string(&rc.status).unwrap_or_default();
+        out.push_str(&format!(
+            "raycluster {}: suspend {:?} {status}\n",
+            rc.name_any(),
+            rc.spec.suspend
+        ));
+    }
     let pods: Api<Pod> = Api::namespaced(c.client.clone(), NS);
     for p in pods.list(&ListParams::default()).await.unwrap().items {
         let spec = p.spec.clone().unwrap_or_default();
+        let status = p.status.clone().unwrap_or_default();
+        let conds: Vec<String> = status
+            .conditions
+            .iter()
+            .flatten()
+            .map(|c| format!("{}={}", c.type_, c.status))
+            .collect();
         out.push_str(&format!(
-            "pod {}: node {:?} gates {:?} selector {:?} phase {:?}\n",
+            "pod {}: node {:?} gates {:?} selector {:?} phase {:?} conditions {conds:?}\n",
             p.name_any(),
             spec.node_name,
             spec.scheduling_gates.map(|g| g.len()),
             spec.node_selector,
-            p.status.and_then(|s| s.phase)
+            status.phase
         ));
     }
     out
@@ -204,7 +232,7 @@ async fn racks_of_nodes(c: &Cluster) -> std::collections::BTreeMap<String, Strin
 async fn racks_of(c: &Cluster, selector: &str, want: usize) -> BTreeSet<String> {
     let by_node = racks_of_nodes(c).await;
     let pods: Api<Pod> = Api::namespaced(c.client.clone(), NS);
-    poll(&format!("{want} bound pods of {selector}"), || async {
+    poll(c, &format!("{want} bound pods of {selector}"), || async {
         let bound: Vec<String> = pods
             .list(&ListParams::default().labels(selector))
             .await
@@ -257,7 +285,7 @@ async fn a_gated_upgrade_with_a_required_rack_waits_for_one_then_runs_inside_it(
         .create(&PostParams::default(), &service("2.46.0"))
         .await
         .unwrap();
-    let rs = poll("the service to serve", || async {
+    let rs = poll(&c, "the service to serve", || async {
         services
             .get_opt("rs")
             .await
@@ -287,7 +315,7 @@ async fn a_gated_upgrade_with_a_required_rack_waits_for_one_then_runs_inside_it(
         )
         .await
         .unwrap();
-    let rs = poll("a pending cluster", || async {
+    let rs = poll(&c, "a pending cluster", || async {
         services
             .get_opt("rs")
             .await
@@ -296,7 +324,7 @@ async fn a_gated_upgrade_with_a_required_rack_waits_for_one_then_runs_inside_it(
     })
     .await;
     let new = pending(&rs).unwrap();
-    let rs = poll("the service to name the rack level", || async {
+    let rs = poll(&c, "the service to name the rack level", || async {
         services.get_opt("rs").await.unwrap().filter(|r| {
             message_of(
                 r.status.as_ref().and_then(|s| s.conditions.as_ref()),
@@ -316,7 +344,7 @@ async fn a_gated_upgrade_with_a_required_rack_waits_for_one_then_runs_inside_it(
         "{said}"
     );
     assert_eq!(active(&rs).as_deref(), Some(old.as_str()));
-    let gated = poll("the held cluster to name the rack level", || async {
+    let gated = poll(&c, "the held cluster to name the rack level", || async {
         clusters.get_opt(&new).await.unwrap().filter(|rc| {
             message_of(
                 rc.status.as_ref().and_then(|s| s.conditions.as_ref()),
@@ -375,7 +403,7 @@ async fn a_gated_upgrade_with_a_required_rack_waits_for_one_then_runs_inside_it(
     let moved =
         tokio::time::timeout(
             std::time::Duration::from_secs(110),
-            poll("traffic on the new cluster", || async {
+            poll(&c, "traffic on the new cluster", || async {
                 services.get_opt("rs").await.unwrap().filter(|r| {
                     active(r).as_deref() == Some(new.as_str()) && pending(r).is_none() && ready(r)
                 })
@@ -388,7 +416,7 @@ async fn a_gated_upgrade_with_a_required_rack_waits_for_one_then_runs_inside_it(
         landed, held,
         "every new worker runs inside the rack that had room"
     );
-    poll("the old cluster to be deleted", || async {
+    poll(&c, "the old cluster to be deleted", || async {
         clusters.get_opt(&old).await.unwrap().is_none().then_some(())
     })
     .await;

@@ -669,21 +669,44 @@ async fn write(client: &kube::Client, pod: &Pod, d: &Decision) -> kube::Result<(
     let rv = pod.metadata.resource_version.clone();
     match d {
         Decision::Bind(node) => {
-            api.patch(
-                name,
-                &pp,
-                &Patch::Merge(json!({"metadata": {"resourceVersion": rv}, "spec": {"nodeName": node}})),
-            )
-            .await?;
-            // What the binding subresource sets with the node.
-            api.patch_status(
-                name,
-                &pp,
-                &Patch::Merge(
-                    json!({"status": {"conditions": [condition("PodScheduled", true, "", "", None)]}}),
-                ),
-            )
-            .await?;
+            let bound = api
+                .patch(
+                    name,
+                    &pp,
+                    &Patch::Merge(json!({"metadata": {"resourceVersion": rv}, "spec": {"nodeName": node}})),
+                )
+                .await?;
+            // What the binding subresource sets with the node. The node agent may start the pod
+            // between the two writes, and a merge patch replaces the whole conditions list: an
+            // unguarded list of PodScheduled alone erased its Ready, and the pod ran never Ready.
+            // So the other conditions are kept, and the write is guarded by the bound pod's
+            // version; a conflict means the agent wrote first, and its status says PodScheduled.
+            let mut conditions: Vec<serde_json::Value> = bound
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .into_iter()
+                .flatten()
+                .filter(|c| c.type_ != "PodScheduled")
+                .filter_map(|c| serde_json::to_value(c).ok())
+                .collect();
+            conditions.insert(0, condition("PodScheduled", true, "", "", None));
+            let written = api
+                .patch_status(
+                    name,
+                    &pp,
+                    &Patch::Merge(json!({
+                        "metadata": {"resourceVersion": bound.metadata.resource_version},
+                        "status": {"conditions": conditions},
+                    })),
+                )
+                .await;
+            match written {
+                Err(kube::Error::Api(s)) if s.code == 409 => {}
+                other => {
+                    other?;
+                }
+            }
         }
         Decision::Unschedulable { reason, message } => {
             let mut c = condition("PodScheduled", false, reason, message, None);

@@ -481,3 +481,45 @@ fn the_least_allocated_node_wins_and_a_pass_counts_its_own_bindings() {
     .unwrap();
     assert!(pass(&[Arc::new(said)], &nodes, &HashMap::new()).is_empty());
 }
+
+/// The node agent may start a pod between the bind's two writes (nodeName, then PodScheduled): the
+/// second write keeps the conditions already there, so a started pod stays Ready.
+#[tokio::test]
+async fn a_bind_keeps_the_conditions_the_pod_already_has() {
+    let srv = crate::embedded::EmbeddedServer::new(&[], Arc::new(crate::embedded::AllowAll));
+    let client = srv.client();
+    let api: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pp = kube::api::PostParams::default();
+    api.create(
+        &pp,
+        &pod(json!({"containers": [{"name": "c", "image": "busybox"}]})),
+    )
+    .await
+    .unwrap();
+    let started = json!({"status": {"phase": "Running", "conditions": [
+        condition("Ready", true, "", "", None),
+        condition("ContainersReady", true, "", "", None),
+    ]}});
+    let current = api
+        .patch_status("p", &PatchParams::default(), &Patch::Merge(&started))
+        .await
+        .unwrap();
+    write(&client, &current, &Decision::Bind("n1".into()))
+        .await
+        .unwrap();
+    let after = api.get("p").await.unwrap();
+    assert_eq!(after.spec.and_then(|s| s.node_name).as_deref(), Some("n1"));
+    let conds: Vec<(String, String)> = after
+        .status
+        .and_then(|s| s.conditions)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| (c.type_, c.status))
+        .collect();
+    for want in ["PodScheduled", "Ready", "ContainersReady"] {
+        assert!(
+            conds.iter().any(|(t, s)| t == want && s == "True"),
+            "{want}=True missing: {conds:?}"
+        );
+    }
+}

@@ -79,6 +79,21 @@ async fn reconcile(wl: Arc<Workload>, ctx: Arc<Ctx>) -> Result<Action, UngaterEr
     Ok(Action::requeue(RESYNC))
 }
 
+/// The workloads a TAS pod's change wakes: the slice that admitted it (its workload annotation,
+/// as Kueue's pod handler reads it) and its slice chain. The chain alone names the chain's first
+/// slice, so a replacement slice's new pods would wait for the resync to be let through.
+fn wakes(pod: &Pod) -> Vec<ObjectRef<Workload>> {
+    // Only TAS pods name their workload this way (Kueue's `IsTAS` filter).
+    let (Some(own), Some(ns)) = (pod.annotations().get(WORKLOAD_ANNOTATION), pod.namespace()) else {
+        return Vec::new();
+    };
+    let mut out = vec![ObjectRef::<Workload>::new(own).within(&ns)];
+    if let Some(chain) = pod_workload(pod).filter(|c| c != own) {
+        out.push(ObjectRef::new(chain).within(&ns));
+    }
+    out
+}
+
 /// Runs the topology ungater until `shutdown` completes.
 pub async fn run(ctx: JobContext, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
     let client = ctx.client.clone();
@@ -87,13 +102,7 @@ pub async fn run(ctx: JobContext, shutdown: impl Future<Output = ()> + Send + Sy
         .watches(
             Api::<Pod>::all(client.clone()),
             watcher::Config::default().labels(label::PODSET),
-            |pod: Pod| {
-                // Only TAS pods name their workload this way (Kueue's `IsTAS` filter).
-                pod.annotations().get(WORKLOAD_ANNOTATION)?;
-                let ns = pod.namespace()?;
-                let name = pod_workload(&pod)?;
-                Some(ObjectRef::<Workload>::new(name).within(&ns))
-            },
+            |pod: Pod| wakes(&pod),
         )
         .graceful_shutdown_on(shutdown)
         .reconcile_all_on(became_leader(&mut leader));
@@ -108,4 +117,39 @@ pub async fn run(ctx: JobContext, shutdown: impl Future<Output = ()> + Send + Sy
         |_| Duration::from_secs(1),
     )
     .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pod with the workload annotation `own` (if any) and the slice chain `chain`.
+    fn pod(own: Option<&str>, chain: &str) -> Pod {
+        let mut a = std::collections::BTreeMap::new();
+        if let Some(own) = own {
+            a.insert(WORKLOAD_ANNOTATION.to_string(), own.to_string());
+        }
+        a.insert(label::WORKLOAD_SLICE_NAME.to_string(), chain.to_string());
+        let mut p = Pod::default();
+        p.metadata.name = Some("p".into());
+        p.metadata.namespace = Some("ns".into());
+        p.metadata.annotations = Some(a);
+        p
+    }
+
+    fn names(refs: Vec<ObjectRef<Workload>>) -> Vec<String> {
+        refs.into_iter().map(|r| r.name).collect()
+    }
+
+    #[test]
+    fn a_pod_of_a_replacement_slice_wakes_that_slice_and_its_chain() {
+        let p = pod(Some("rs-second"), "rs-first");
+        assert_eq!(names(wakes(&p)), ["rs-second", "rs-first"]);
+    }
+
+    #[test]
+    fn a_pod_of_a_first_slice_wakes_it_once_and_a_pod_without_tas_nothing() {
+        assert_eq!(names(wakes(&pod(Some("rs-first"), "rs-first"))), ["rs-first"]);
+        assert!(wakes(&pod(None, "rs-first")).is_empty());
+    }
 }
