@@ -660,6 +660,18 @@ pub async fn run(client: kube::Client, nodes: Vec<(String, NodePool)>) {
     }
 }
 
+/// The pod's conditions other than `PodScheduled`, as JSON: what a write of `PodScheduled` keeps.
+fn conditions_but_scheduled(pod: &Pod) -> Vec<serde_json::Value> {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .filter(|c| c.type_ != "PodScheduled")
+        .filter_map(|c| serde_json::to_value(c).ok())
+        .collect()
+}
+
 async fn write(client: &kube::Client, pod: &Pod, d: &Decision) -> kube::Result<()> {
     let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
     let name = pod.metadata.name.as_deref().unwrap_or("");
@@ -681,15 +693,7 @@ async fn write(client: &kube::Client, pod: &Pod, d: &Decision) -> kube::Result<(
             // unguarded list of PodScheduled alone erased its Ready, and the pod ran never Ready.
             // So the other conditions are kept, and the write is guarded by the bound pod's
             // version; a conflict means the agent wrote first, and its status says PodScheduled.
-            let mut conditions: Vec<serde_json::Value> = bound
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .into_iter()
-                .flatten()
-                .filter(|c| c.type_ != "PodScheduled")
-                .filter_map(|c| serde_json::to_value(c).ok())
-                .collect();
+            let mut conditions = conditions_but_scheduled(&bound);
             conditions.insert(0, condition("PodScheduled", true, "", "", None));
             let written = api
                 .patch_status(
@@ -716,15 +720,7 @@ async fn write(client: &kube::Client, pod: &Pod, d: &Decision) -> kube::Result<(
             {
                 c["lastTransitionTime"] = json!(at);
             }
-            let mut others: Vec<serde_json::Value> = pod
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .into_iter()
-                .flatten()
-                .filter(|c| c.type_ != "PodScheduled")
-                .filter_map(|c| serde_json::to_value(c).ok())
-                .collect();
+            let mut others = conditions_but_scheduled(pod);
             others.insert(0, c);
             api.patch_status(
                 name,
