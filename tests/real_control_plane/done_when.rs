@@ -12,7 +12,9 @@
 //! bumped: the pending cluster has 0 pods until the quota is raised to 4, then it is admitted, its
 //! head's Serve proxy answers at the pod address, the serve Service's EndpointSlice lists it, the old
 //! cluster goes and the usage settles at 2) under the invariant watcher; a queue-labelled batch Job
-//! returned by `kubectl create` with `spec.suspend: true` whose Workload ends `Finished`.
+//! returned by `kubectl create` with `spec.suspend: true` whose Workload ends `Finished`; a
+//! queue-labelled RayJob in KubeRay's default `K8sJobMode`, its submitter pod's `ray job submit`
+//! played by the agent against the head it serves, run to `SUCCEEDED`.
 //!
 //! Needs root (network namespaces); without it the test prints one line and skips.
 
@@ -47,6 +49,44 @@ fn serve_proxy_health(ip: &str, port: u16) -> String {
     let _ = s.read_to_string(&mut out);
     out.lines().next().unwrap_or("").to_string()
 }
+
+/// A queue-labelled RayJob in KubeRay's default submission mode, its cluster deleted at its end.
+const RAYJOB: &str = r#"
+apiVersion: ray.io/v1
+kind: RayJob
+metadata:
+  name: done-when
+  namespace: default
+  labels:
+    kueue.x-k8s.io/queue-name: ray-queue
+spec:
+  entrypoint: python -c "import time; time.sleep(2)"
+  shutdownAfterJobFinishes: true
+  rayClusterSpec:
+    rayVersion: "2.46.0"
+    headGroupSpec:
+      rayStartParams: {}
+      template:
+        spec:
+          containers:
+          - name: ray-head
+            image: rayproject/ray:2.46.0
+            resources:
+              requests: {cpu: 500m, memory: 512Mi}
+    workerGroupSpecs:
+    - groupName: workers
+      replicas: 1
+      minReplicas: 1
+      maxReplicas: 1
+      rayStartParams: {}
+      template:
+        spec:
+          containers:
+          - name: ray-worker
+            image: rayproject/ray:2.46.0
+            resources:
+              requests: {cpu: 500m, memory: 512Mi}
+"#;
 
 #[test]
 fn done_when_the_literal_flow_runs_the_gated_upgrade() {
@@ -231,6 +271,31 @@ fn done_when_the_literal_flow_runs_the_gated_upgrade() {
         },
     );
     println!("batch Job Finished after {:?}", started.elapsed());
+
+    // A queue-labelled RayJob in KubeRay's default `K8sJobMode`: the in-cluster manager makes its
+    // cluster and submitter Job; the real Job controller and scheduler put the submitter pod on an
+    // agent node, whose `ray job submit` reaches the head the agent serves through the head Service's
+    // EndpointSlice; the manager follows the job over HTTP to its end.
+    k.ok(&["create", "-f", "-"], Some(RAYJOB));
+    let rj = k.wait_for(
+        &["get", "rayjob", "done-when", "-n", "default"],
+        Duration::from_secs(180),
+        &format!("the RayJob Complete; {}", logs()),
+        |r| r["status"]["jobDeploymentStatus"] == "Complete",
+    );
+    assert_eq!(rj["status"]["jobStatus"], "SUCCEEDED", "{rj}");
+    let submitter = k.wait_for(
+        &["get", "job", "done-when", "-n", "default"],
+        Duration::from_secs(60),
+        "the submitter Job succeeded",
+        |j| j["status"]["succeeded"] == 1,
+    );
+    assert_eq!(
+        submitter["status"]["failed"],
+        Value::Null,
+        "the submitter never failed: {submitter}"
+    );
+    println!("K8sJobMode RayJob Complete after {:?}", started.elapsed());
 
     let violations = inv.violations();
     assert!(

@@ -28,6 +28,7 @@ use serde_json::json;
 
 use super::args::{AgentRuntime, NodeAgentArgs};
 use crate::embedded::sim::nodes::{NodePool, expand, node_object, with_defaults};
+use crate::rayservice::dashboard::sim::submitter;
 
 /// The field manager of the agent's Node and Lease writes (a kubelet's are its node's name).
 const FIELD_MANAGER: &str = "quotagate-node-agent";
@@ -175,10 +176,22 @@ pub(crate) async fn run(args: NodeAgentArgs) -> anyhow::Result<()> {
     };
     // Simulated Ray heads answer at their pod addresses (process-run heads are real Ray), and
     // Services get names and addresses in the process-run pods.
-    let heads = runtime.as_ref().map(|rt| {
-        let sim = std::sync::Arc::new(crate::rayservice::dashboard::sim::RaySim::new(Default::default()));
-        heads::Heads::new(rt.clone(), sim)
-    });
+    let sim = std::sync::Arc::new(crate::rayservice::dashboard::sim::RaySim::new(Default::default()));
+    let heads = runtime
+        .as_ref()
+        .map(|rt| heads::Heads::new(rt.clone(), sim.clone()));
+    // The Ray CLI of the simulated RayJob submitter pods on these nodes (KubeRay's `K8sJobMode`):
+    // their `ray job submit` reaches the heads served above, as it would over the pod network. Where
+    // Ray runs as processes (`--runtime process`) the submitters are real Ray CLIs.
+    let submitters = async {
+        match (&heads, args.runtime) {
+            (Some(_), AgentRuntime::Auto) => {
+                let scope = submitter::Scope::Nodes(names.iter().cloned().collect());
+                submitter::run_in(client.clone(), sim.clone(), scope).await
+            }
+            _ => std::future::pending().await,
+        }
+    };
     // The Service proxy is also the Gateways' data plane, as in the embedded cluster.
     let proxy = runtime
         .as_ref()
@@ -236,6 +249,7 @@ pub(crate) async fn run(args: NodeAgentArgs) -> anyhow::Result<()> {
         _ = services => {}
         _ = gateways => {}
         _ = head_removals => {}
+        _ = submitters => {}
         _ = super::apiserver::shutdown_signal() => {
             // As a kubelet: the Nodes stay; their Leases lapse and the node lifecycle controller
             // marks them NotReady.

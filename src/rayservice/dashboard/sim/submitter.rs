@@ -15,14 +15,21 @@
 //!   any address, so this is decided here, against the Services the API has.
 //!
 //! A pod whose command has no `ray job submit` statement is not this loop's business.
+//!
+//! Where the loop runs decides which pods it plays and how it reaches their dashboards ([`Scope`]): in
+//! the embedded cluster (or a manager with simulated dashboards) every pod, against dashboards keyed
+//! by the address the pod dials; in `quotagate node-agent` only the pods bound to the agent's nodes,
+//! against the heads it serves at their pod addresses, so a Service address is followed to the ready
+//! endpoint behind it as the pod's connection would be.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Container, Pod, Service};
-use kube::api::{Api, Patch, PatchParams};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
@@ -474,9 +481,36 @@ async fn submit(
     jobs.submit_job(endpoint, &request).await.map(|r| r.submission_id)
 }
 
+/// Which submitter pods a loop plays, and how it reaches their dashboards.
+#[derive(Clone, Debug, Default)]
+pub enum Scope {
+    /// Every pod, against the simulator's dashboards keyed by the address the pod dials (the embedded
+    /// cluster, or a manager with simulated dashboards).
+    #[default]
+    Cluster,
+    /// Only the pods bound to these nodes (a node agent's), against the heads the agent serves at
+    /// their pod addresses (`http://<pod ip>:<port>`): a Service address is followed to the ready
+    /// endpoint behind it.
+    Nodes(HashSet<String>),
+}
+
+impl Scope {
+    fn plays(&self, pod: &Pod) -> bool {
+        match self {
+            Scope::Cluster => true,
+            Scope::Nodes(nodes) => pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_ref())
+                .is_some_and(|n| nodes.contains(n)),
+        }
+    }
+}
+
 struct Ctx {
     client: kube::Client,
     sim: Arc<RaySim>,
+    scope: Scope,
     /// Pod uid -> the submission id its CLI got back (for a submit without `--submission-id`).
     ids: Mutex<HashMap<String, String>>,
 }
@@ -489,7 +523,7 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, LoopError> {
     let running = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
     let uid = pod.metadata.uid.clone().unwrap_or_default();
     let Some((container, mut sub)) =
-        parse(&pod).filter(|_| running && pod.metadata.deletion_timestamp.is_none())
+        parse(&pod).filter(|_| running && pod.metadata.deletion_timestamp.is_none() && ctx.scope.plays(&pod))
     else {
         ctx.ids.lock().unwrap_or_else(|p| p.into_inner()).remove(&uid);
         return Ok(Action::await_change());
@@ -521,7 +555,26 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, LoopError> {
             ),
             None,
         ),
-        None => step(ctx.sim.as_ref(), &sub, known).await,
+        None => match dialled(&ctx.client, &ctx.scope, &ns, &sub.address).await? {
+            Ok(address) => {
+                step(
+                    ctx.sim.as_ref(),
+                    &Submission {
+                        address,
+                        ..sub.clone()
+                    },
+                    known,
+                )
+                .await
+            }
+            Err(why) => (
+                Step::End(
+                    1,
+                    format!("ray job submit: failed to connect to {}: {why}", sub.address),
+                ),
+                None,
+            ),
+        },
     };
     match next {
         Step::Poll => {
@@ -650,11 +703,95 @@ async fn unresolved(client: &kube::Client, ns: &str, address: &str) -> Result<Op
     }
 }
 
-/// Runs until the pod stream ends (never, while the API is up).
+/// The port of `address` (`http://host:port/...`), else the scheme's.
+fn port_of(address: &str) -> Option<i32> {
+    let (scheme, rest) = address.split_once("://").unwrap_or(("http", address));
+    let authority = rest.split('/').next().unwrap_or(rest);
+    let after_host = authority.rsplit_once(']').map_or(authority, |(_, p)| p);
+    match after_host.rsplit_once(':') {
+        Some((_, port)) => port.parse().ok(),
+        None => Some(if scheme == "https" { 443 } else { 80 }),
+    }
+}
+
+/// The dashboard key a submitter's connection reaches: the address itself under [`Scope::Cluster`];
+/// under [`Scope::Nodes`], a Service's address followed through the Service's port to a ready
+/// endpoint of its EndpointSlices (`http://<endpoint ip>:<target port>`), as a pod's connection to
+/// the Service's address ends there. `Err` says why the connection would fail: no such port on the
+/// Service, or no ready endpoint behind it (refused, as kube-proxy rejects a Service without one).
+async fn dialled(
+    client: &kube::Client,
+    scope: &Scope,
+    ns: &str,
+    address: &str,
+) -> Result<Result<String, String>, kube::Error> {
+    if matches!(scope, Scope::Cluster) {
+        return Ok(Ok(address.to_owned()));
+    }
+    let Some(Some((name, svc_ns))) = service_for(host_of(address), ns) else {
+        return Ok(Ok(address.to_owned()));
+    };
+    let Some(svc) = Api::<Service>::namespaced(client.clone(), svc_ns)
+        .get_opt(name)
+        .await?
+    else {
+        return Ok(Err(format!("could not resolve host {}", host_of(address))));
+    };
+    let port = port_of(address);
+    let Some(svc_port) = svc
+        .spec
+        .as_ref()
+        .and_then(|s| s.ports.as_ref())
+        .and_then(|ps| ps.iter().find(|p| Some(p.port) == port))
+    else {
+        return Ok(Err(format!(
+            "connection refused: Service {name} has no port {}",
+            port.unwrap_or(0)
+        )));
+    };
+    let selector = format!("kubernetes.io/service-name={name}");
+    let slices = Api::<EndpointSlice>::namespaced(client.clone(), svc_ns)
+        .list(&ListParams::default().labels(&selector))
+        .await?;
+    for slice in &slices.items {
+        let Some(target) = slice
+            .ports
+            .iter()
+            .flatten()
+            .find(|p| p.name == svc_port.name)
+            .and_then(|p| p.port)
+        else {
+            continue;
+        };
+        let ready = slice
+            .endpoints
+            .iter()
+            .filter(|e| e.conditions.as_ref().and_then(|c| c.ready) != Some(false));
+        if let Some(ip) = ready.filter_map(|e| e.addresses.first()).next() {
+            let host = if ip.contains(':') {
+                format!("[{ip}]")
+            } else {
+                ip.clone()
+            };
+            return Ok(Ok(format!("http://{host}:{target}")));
+        }
+    }
+    Ok(Err(format!(
+        "connection refused: Service {name} has no ready endpoint"
+    )))
+}
+
+/// Runs until the pod stream ends (never, while the API is up): every submitter pod of the cluster.
 pub async fn run(client: kube::Client, sim: Arc<RaySim>) {
+    run_in(client, sim, Scope::Cluster).await
+}
+
+/// As [`run`], for the pods `scope` names.
+pub async fn run_in(client: kube::Client, sim: Arc<RaySim>, scope: Scope) {
     let ctx = Arc::new(Ctx {
         client: client.clone(),
         sim,
+        scope,
         ids: Mutex::new(HashMap::new()),
     });
     Controller::new(Api::<Pod>::all(client), watcher::Config::default())

@@ -306,3 +306,89 @@ fn addresses_resolve_as_a_pods_dns_would() {
         "no Service answers a name outside the cluster"
     );
 }
+
+/// `quotagate node-agent` plays only the submitters on its own nodes: a pod bound elsewhere is a real
+/// kubelet's (or another agent's), and an unbound one nobody runs yet.
+#[test]
+fn a_node_scope_plays_only_the_pods_bound_to_its_nodes() {
+    let pod = |node: Option<&str>| -> Pod {
+        serde_json::from_value(
+            json!({"metadata": {"name": "p"}, "spec": {"containers": [], "nodeName": node}}),
+        )
+        .unwrap()
+    };
+    let scope = Scope::Nodes(["agent-1".to_string(), "agent-2".to_string()].into());
+    assert!(scope.plays(&pod(Some("agent-2"))));
+    assert!(!scope.plays(&pod(Some("kubelet-1"))), "another node's pod");
+    assert!(!scope.plays(&pod(None)), "a pod not yet bound");
+    assert!(
+        Scope::Cluster.plays(&pod(None)),
+        "the embedded cluster plays every pod"
+    );
+}
+
+/// On a node agent, a submitter's `http://<head svc>.<ns>.svc.cluster.local:8265` reaches the head the
+/// agent serves at its pod address: the Service's port, by name, to the EndpointSlice's target port
+/// on a ready endpoint (kube-proxy's path). A port the Service lacks, or a Service with no ready
+/// endpoint, refuses the connection, and the CLI fails as it would.
+#[tokio::test]
+async fn a_node_scope_follows_a_service_address_to_its_ready_endpoint() {
+    let svc = json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "rj-head-svc", "namespace": "ns"},
+        "spec": {"ports": [{"name": "client", "port": 10001}, {"name": "dashboard", "port": 8265, "targetPort": "dashboard"}]}});
+    let slice = |ready: bool| {
+        json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": "rj-head-svc-x1", "namespace": "ns", "labels": {"kubernetes.io/service-name": "rj-head-svc"}},
+            "addressType": "IPv4",
+            "ports": [{"name": "client", "port": 10001}, {"name": "dashboard", "port": 8265}],
+            "endpoints": [{"addresses": ["10.244.128.9"], "conditions": {"ready": ready}}]})
+    };
+    let api = crate::rayservice::dashboard::sim::fake_api::FakeApi::new(vec![svc, slice(true)]);
+    let client = api.client();
+    let nodes = Scope::Nodes(["agent-1".to_string()].into());
+    let full = "http://rj-head-svc.ns.svc.cluster.local:8265";
+    assert_eq!(
+        dialled(&client, &nodes, "other", full).await.unwrap(),
+        Ok("http://10.244.128.9:8265".to_string())
+    );
+    assert_eq!(
+        dialled(&client, &nodes, "ns", "rj-head-svc:8265").await.unwrap(),
+        Ok("http://10.244.128.9:8265".to_string()),
+        "a short name in the pod's own namespace"
+    );
+    assert_eq!(
+        dialled(&client, &Scope::Cluster, "ns", full).await.unwrap(),
+        Ok(full.to_string()),
+        "the embedded cluster's dashboards are keyed by the address dialled"
+    );
+    assert_eq!(
+        dialled(&client, &nodes, "ns", "http://10.0.0.7:8265")
+            .await
+            .unwrap(),
+        Ok("http://10.0.0.7:8265".to_string()),
+        "an IP is dialled as it is"
+    );
+    let refused = dialled(&client, &nodes, "ns", "http://rj-head-svc:9999")
+        .await
+        .unwrap();
+    assert_eq!(
+        refused,
+        Err("connection refused: Service rj-head-svc has no port 9999".into())
+    );
+    api.put(slice(false));
+    let refused = dialled(&client, &nodes, "ns", full).await.unwrap();
+    assert_eq!(
+        refused,
+        Err("connection refused: Service rj-head-svc has no ready endpoint".into())
+    );
+}
+
+#[test]
+fn ports_are_read_from_the_address_or_its_scheme() {
+    assert_eq!(port_of("http://h.ns.svc:8265"), Some(8265));
+    assert_eq!(port_of("http://h/api"), Some(80));
+    assert_eq!(port_of("https://h"), Some(443));
+    assert_eq!(port_of("http://[::1]:8265/x"), Some(8265));
+    assert_eq!(port_of("http://[::1]/x"), Some(80));
+    assert_eq!(port_of("h:notaport"), None);
+}
