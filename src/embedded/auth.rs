@@ -48,6 +48,9 @@ pub struct Credentials {
     pub token: String,
     /// The listener's TLS configuration (ALPN `h2`, `http/1.1`).
     pub tls: Arc<rustls::ServerConfig>,
+    /// The serving key (PKCS#8 DER, ECDSA P-256), which also signs ServiceAccount tokens
+    /// (`satoken.rs`), as kube-apiserver falls back to its TLS key for them.
+    pub key_pkcs8: Vec<u8>,
     token_digest: [u8; 32],
 }
 
@@ -126,7 +129,8 @@ impl Credentials {
             CertificateDer::from(der("certDer", &stored.cert_der)?),
             CertificateDer::from(der("caDer", &stored.ca_der)?),
         ];
-        let key_der = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(der("keyDer", &stored.key_der)?));
+        let key_pkcs8 = der("keyDer", &stored.key_der)?;
+        let key_der = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key_pkcs8.clone()));
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut tls = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()?
@@ -139,6 +143,7 @@ impl Credentials {
             ca_pem: stored.ca_pem,
             token_digest: Sha256::digest(stored.token.as_bytes()).into(),
             token: stored.token,
+            key_pkcs8,
             tls: Arc::new(tls),
         })
     }

@@ -20,6 +20,7 @@ use serde_json::Value;
 
 use super::error::ApiError;
 use super::registry::ResourceInfo;
+use super::served::{MANAGED_FIELDS_ENTRY_ORDER, OBJECT_META_ORDER};
 
 /// The `fieldValidation` directive of a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -147,36 +148,6 @@ pub fn go_patched_object(patched: &Value, metadata_patched: bool) -> Value {
     }
     out
 }
-
-/// `metav1.ObjectMeta`'s JSON fields in its struct order.
-const OBJECT_META_ORDER: &[&str] = &[
-    "name",
-    "generateName",
-    "namespace",
-    "selfLink",
-    "uid",
-    "resourceVersion",
-    "generation",
-    "creationTimestamp",
-    "deletionTimestamp",
-    "deletionGracePeriodSeconds",
-    "labels",
-    "annotations",
-    "ownerReferences",
-    "finalizers",
-    "managedFields",
-];
-
-/// `metav1.ManagedFieldsEntry`'s JSON fields in its struct order.
-const MANAGED_FIELDS_ENTRY_ORDER: &[&str] = &[
-    "manager",
-    "operation",
-    "apiVersion",
-    "time",
-    "fieldsType",
-    "fieldsV1",
-    "subresource",
-];
 
 /// Most findings reported for one request: a body full of mistakes gets a bounded answer.
 pub const MAX_FINDINGS: usize = 64;

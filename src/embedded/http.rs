@@ -672,6 +672,43 @@ impl Req<'_> {
         }
     }
 
+    /// A JSON, merge or strategic merge patch that is not JSON, refused as kube-apiserver's patch
+    /// handler refuses it (`applyJSPatch`, `strategicPatchObject` in k8s.io/apiserver's
+    /// handlers/patch.go): Go's syntax error, after `error decoding patch: ` where the Warn or Strict
+    /// directive decodes it strictly first, and json-patch's `Invalid JSON Patch` for a merge
+    /// patch under Ignore.
+    fn check_patch_syntax(&self, kind: PatchKind) -> Result<(), ApiError> {
+        let Some(msg) = super::go_json::syntax_error(self.body) else {
+            return Ok(());
+        };
+        let directive = field_validation::Directive::parse(self.query.get("fieldValidation"))?;
+        let strict = directive != field_validation::Directive::Ignore;
+        Err(ApiError::bad_request(match kind {
+            PatchKind::Json | PatchKind::Merge if strict => format!("error decoding patch: {msg}"),
+            PatchKind::Merge => "Invalid JSON Patch".to_string(),
+            _ => msg,
+        }))
+    }
+
+    /// A create or update body sent as JSON that is not JSON, refused as kube-apiserver's handlers
+    /// refuse it: the JSON serializer's `couldn't get version/kind; json parse error` (its
+    /// meta.go `Interpret`, Go's syntax error), wrapped by `transformDecodeError` (handlers/rest.go)
+    /// with the kind and `summarizeData` of the body.
+    fn check_object_syntax(&self) -> Result<(), ApiError> {
+        let ct = self.content_type.split(';').next().unwrap_or("").trim();
+        if ct == "application/vnd.kubernetes.protobuf" || ct.ends_with("yaml") || self.body.is_empty() {
+            return Ok(());
+        }
+        let Some(msg) = super::go_json::syntax_error(self.body) else {
+            return Ok(());
+        };
+        Err(ApiError::bad_request(format!(
+            "the object provided is unrecognized (must be of type {}): couldn't get version/kind; json parse error: {msg} ({})",
+            self.t.info.kind,
+            super::go_json::summarize(self.body, 30)
+        )))
+    }
+
     /// Server-side field validation of a create, update or patch body (`field_validation.rs`): under
     /// `Strict` an undeclared or duplicate field refuses the request; under `Warn` the warnings to send.
     fn validate_fields(&self, body: &Value) -> Result<Vec<String>, ApiError> {
@@ -878,6 +915,7 @@ impl Req<'_> {
             (&Method::GET, None) => self.list(),
             (&Method::GET, Some(n)) => Ok(self.object(200, self.store().get(&info, self.ns(), &n)?)),
             (&Method::POST, None) => {
+                self.check_object_syntax()?;
                 let body = self.decode_body()?;
                 let warnings = self.validate_fields(&body)?;
                 let mut obj = events::to_storage(&info, body);
@@ -905,6 +943,7 @@ impl Req<'_> {
                 Ok(with_warnings(self.object(201, created), &warnings))
             }
             (&Method::PUT, Some(n)) => {
+                self.check_object_syntax()?;
                 let body = self.decode_body()?;
                 let warnings = self.validate_fields(&body)?;
                 let obj = events::to_storage(&info, body);
@@ -929,6 +968,8 @@ impl Req<'_> {
                 })?;
                 if kind == PatchKind::Apply {
                     refusals::field_manager(self.query.get("fieldManager"))?;
+                } else {
+                    self.check_patch_syntax(kind)?;
                 }
                 let body = self.decode_body()?;
                 if kind == PatchKind::Apply {
@@ -1099,6 +1140,10 @@ impl Req<'_> {
             .map(|obj| Served {
                 obj,
                 managed_fields: !self.in_process,
+                // kube-apiserver writes a built-in kind's list as a typed Go list; a custom
+                // resource's list is unstructured, its items keep kind and apiVersion. The
+                // in-process clients keep them too.
+                typed_item: !self.in_process && !self.t.info.is_crd,
             })
             .collect();
         Ok(ok(

@@ -25,6 +25,7 @@ pub mod fieldset;
 #[cfg(test)]
 mod fuzz;
 pub mod gc;
+mod go_json;
 mod http;
 pub mod limits;
 pub mod listener;
@@ -297,7 +298,7 @@ impl EmbeddedServer {
                 })?;
         }
         let limits = self.config.listener.clone();
-        self.sa_tokens.init_from(&creds.token);
+        self.sa_tokens.init_from(&creds.key_pkcs8);
         let _ = self.listener_creds.set(creds.clone());
         if self.config.real_cluster {
             root_ca::publish_all(&self.store, &self.registry, &creds.ca_pem);

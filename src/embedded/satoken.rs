@@ -4,21 +4,29 @@
 //! `system:serviceaccounts:NS`, `system:authenticated`), bound to the ServiceAccount's uid, and
 //! authorized by the store's RBAC like any user.
 //!
-//! Not a JWT: `qgsa.<payload>.<mac>`, the payload base64url JSON `{ns, name, uid, exp}`, the mac an
-//! HMAC-SHA256 under a key derived from the listener's credentials, so tokens survive a restart
-//! with `--data-dir` exactly when the admin token does. A token stops working at `exp`, and when its
-//! ServiceAccount is deleted or replaced (another uid), as a bound token does.
+//! A JWT as kube-apiserver v1.36.3 signs it (k8s.io/kubernetes pkg/serviceaccount, `Claims` in
+//! claims.go and `signerFromECDSAPrivateKey` in jwt.go): header `{"alg":"ES256","kid":...}`, the
+//! kid the base64url SHA-256 of the public key's PKIX DER; claims `aud`, `exp`, `iat`, `iss`, `jti`,
+//! `kubernetes.io` (namespace, serviceaccount name and uid), `nbf`, `sub`, in the sorted order Go's
+//! map encoding gives them. The key is the listener's TLS serving key (ECDSA P-256), as
+//! kube-apiserver verifies with `--tls-private-key-file` when no `--service-account-key-file` is
+//! given; so tokens survive a restart with `--data-dir` exactly when the serving certificate does.
+//! A token is checked as `JWTTokenAuthenticator` checks it: the signature, the issuer, an audience
+//! of the API server's (the issuer), and `exp`, `nbf`, `iat` with go-jose's one-minute leeway; and it
+//! stops working when its ServiceAccount is deleted or replaced (another uid), as a bound token does.
 
 use std::sync::OnceLock;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use ring::signature::{
+    ECDSA_P256_SHA256_FIXED, ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair, UnparsedPublicKey,
+};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::error::ApiError;
 
-const PREFIX: &str = "qgsa.";
 /// The real server's floor for `spec.expirationSeconds` (10 minutes).
 const MIN_EXPIRATION: i64 = 600;
 /// kube-apiserver's default when the request names none (1 hour).
@@ -26,29 +34,66 @@ const DEFAULT_EXPIRATION: i64 = 3600;
 /// The longest we issue (kube-apiserver's `--service-account-max-token-expiration` is unset by
 /// default; a year bounds a token that leaks).
 const MAX_EXPIRATION: i64 = 365 * 24 * 3600;
-const DEFAULT_AUDIENCE: &str = "https://kubernetes.default.svc.cluster.local";
+/// The issuer, and so the API server's own audience (`--api-audiences` defaults to the issuer),
+/// as scripts/control-plane.sh runs kube-apiserver.
+const ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
+/// go-jose's `DefaultLeeway` for `exp`, `nbf` and `iat`.
+const LEEWAY: i64 = 60;
+/// The PKIX (SubjectPublicKeyInfo) DER prefix of a P-256 public key: id-ecPublicKey, prime256v1,
+/// then the 65-byte uncompressed point as a BIT STRING (what Go's `x509.MarshalPKIXPublicKey` writes).
+const P256_SPKI_PREFIX: [u8; 26] = [
+    0x30, 0x59, 0x30, 0x13, 0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01, 0x06, 0x08, 0x2a, 0x86,
+    0x48, 0xce, 0x3d, 0x03, 0x01, 0x07, 0x03, 0x42, 0x00,
+];
 
-/// The signing key, set once per server: from the listener's credentials when it starts, random
-/// when a token is asked for before that (in-process only).
-#[derive(Default)]
-pub struct TokenKey(OnceLock<[u8; 32]>);
+/// An ES256 signing key and its key id.
+struct Signer {
+    pair: EcdsaKeyPair,
+    kid: String,
+}
 
-impl TokenKey {
-    /// Derives the key from the listener's admin token (first caller wins).
-    pub fn init_from(&self, admin_token: &str) {
-        let mut h = Sha256::new();
-        h.update(b"quotagate serviceaccount token key\0");
-        h.update(admin_token.as_bytes());
-        let _ = self.0.set(h.finalize().into());
+impl Signer {
+    fn from_pkcs8(pkcs8: &[u8]) -> Option<Signer> {
+        let rng = ring::rand::SystemRandom::new();
+        let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8, &rng).ok()?;
+        let mut spki = P256_SPKI_PREFIX.to_vec();
+        spki.extend_from_slice(pair.public_key().as_ref());
+        let kid = URL_SAFE_NO_PAD.encode(Sha256::digest(&spki));
+        Some(Signer { pair, kid })
     }
 
-    fn key(&self) -> &[u8; 32] {
-        self.0.get_or_init(rand::random)
+    fn random() -> Option<Signer> {
+        let rng = ring::rand::SystemRandom::new();
+        let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).ok()?;
+        Signer::from_pkcs8(pkcs8.as_ref())
+    }
+}
+
+/// The signing key, set once per server: the listener's serving key when it starts, a random one
+/// when a token is asked for before that (in-process only).
+#[derive(Default)]
+pub struct TokenKey(OnceLock<Signer>);
+
+impl TokenKey {
+    /// Signs with the ECDSA P-256 key of `pkcs8` (the listener's serving key; first caller wins).
+    /// A key of another kind leaves a random one to be made on first use.
+    pub fn init_from(&self, pkcs8: &[u8]) {
+        if let Some(s) = Signer::from_pkcs8(pkcs8) {
+            let _ = self.0.set(s);
+        }
+    }
+
+    fn signer(&self) -> Option<&Signer> {
+        if let Some(s) = self.0.get() {
+            return Some(s);
+        }
+        let _ = self.0.set(Signer::random()?);
+        self.0.get()
     }
 }
 
 /// Who a valid token names.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Claims {
     pub ns: String,
     pub name: String,
@@ -63,46 +108,85 @@ impl Claims {
     }
 }
 
-fn hmac(key: &[u8; 32], msg: &[u8]) -> [u8; 32] {
-    // RFC 2104 with SHA-256 (block size 64).
-    let mut k = [0u8; 64];
-    k[..32].copy_from_slice(key);
-    let pad = |b: u8| k.iter().map(|x| x ^ b).collect::<Vec<u8>>();
-    let inner: [u8; 32] = Sha256::new()
-        .chain_update(pad(0x36))
-        .chain_update(msg)
-        .finalize()
-        .into();
-    Sha256::new()
-        .chain_update(pad(0x5c))
-        .chain_update(inner)
-        .finalize()
-        .into()
+/// The JWT for `claims`, issued at `now` for `audiences`, as kube-apiserver's `GenerateToken`
+/// writes it; `None` only when no key could be made.
+fn issue(key: &TokenKey, claims: &Claims, audiences: &Value, now: i64) -> Option<String> {
+    let signer = key.signer()?;
+    let header = json!({"alg": "ES256", "kid": signer.kid});
+    // Keys in sorted order: go-jose merges the public and private claims into a Go map.
+    let payload = json!({
+        "aud": audiences,
+        "exp": claims.exp,
+        "iat": now,
+        "iss": ISSUER,
+        "jti": super::meta::new_uid(),
+        "kubernetes.io": {
+            "namespace": claims.ns,
+            "serviceaccount": {"name": claims.name, "uid": claims.uid}
+        },
+        "nbf": now,
+        "sub": claims.username(),
+    });
+    let signing_input = format!(
+        "{}.{}",
+        URL_SAFE_NO_PAD.encode(serde_json::to_vec(&header).ok()?),
+        URL_SAFE_NO_PAD.encode(serde_json::to_vec(&payload).ok()?)
+    );
+    let rng = ring::rand::SystemRandom::new();
+    let sig = signer.pair.sign(&rng, signing_input.as_bytes()).ok()?;
+    Some(format!(
+        "{signing_input}.{}",
+        URL_SAFE_NO_PAD.encode(sig.as_ref())
+    ))
 }
 
-pub fn issue(key: &TokenKey, claims: &Claims) -> String {
-    let payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(claims).unwrap_or_default());
-    let mac = URL_SAFE_NO_PAD.encode(hmac(key.key(), payload.as_bytes()));
-    format!("{PREFIX}{payload}.{mac}")
-}
-
-/// The claims of `token` when it carries our mac and has not expired at `now` (Unix seconds).
+/// The claims of `token` when it is a JWT this server signed, for the API server's audience, and
+/// valid at `now` (Unix seconds), as `JWTTokenAuthenticator` and its validator check it.
 pub fn verify(key: &TokenKey, token: &str, now: i64) -> Option<Claims> {
-    let (payload, mac) = token.strip_prefix(PREFIX)?.split_once('.')?;
-    let given = URL_SAFE_NO_PAD.decode(mac).ok()?;
-    let want = hmac(key.key(), payload.as_bytes());
-    // Constant time in the mac's content.
-    if given.len() != want.len()
-        || given
-            .iter()
-            .zip(want.iter())
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-            != 0
+    let signer = key.signer()?;
+    let mut parts = token.split('.');
+    let (h, p, s) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() {
+        return None;
+    }
+    let header: Value = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(h).ok()?).ok()?;
+    if header.get("alg")?.as_str()? != "ES256" {
+        return None;
+    }
+    if let Some(kid) = header.get("kid")
+        && kid.as_str()? != signer.kid
     {
         return None;
     }
-    let claims: Claims = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(payload).ok()?).ok()?;
-    (claims.exp > now).then_some(claims)
+    let sig = URL_SAFE_NO_PAD.decode(s).ok()?;
+    let public = UnparsedPublicKey::new(&ECDSA_P256_SHA256_FIXED, signer.pair.public_key().as_ref());
+    public.verify(format!("{h}.{p}").as_bytes(), &sig).ok()?;
+    let c: Value = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(p).ok()?).ok()?;
+    if c.get("iss")?.as_str()? != ISSUER {
+        return None;
+    }
+    // No audience means the API server's own; otherwise it must be among them.
+    let for_us = match c.get("aud") {
+        None | Some(Value::Null) => true,
+        Some(Value::String(a)) => a == ISSUER,
+        Some(Value::Array(a)) => a.is_empty() || a.iter().any(|a| a.as_str() == Some(ISSUER)),
+        Some(_) => false,
+    };
+    let time = |k: &str| c.get(k).and_then(Value::as_i64);
+    let exp = time("exp")?;
+    let expired = now - LEEWAY > exp;
+    let early = |k| time(k).is_some_and(|t| now + LEEWAY < t);
+    if !for_us || expired || early("nbf") || early("iat") {
+        return None;
+    }
+    let k8s = c.get("kubernetes.io")?;
+    let text = |v: Option<&Value>| v.and_then(Value::as_str).map(String::from);
+    Some(Claims {
+        ns: text(k8s.get("namespace"))?,
+        name: text(k8s.pointer("/serviceaccount/name"))?,
+        uid: text(k8s.pointer("/serviceaccount/uid"))?,
+        exp,
+    })
 }
 
 /// The bearer token of an `Authorization` header value.
@@ -175,7 +259,7 @@ pub fn token_request(key: &TokenKey, sa: &Value, body: &[u8]) -> Result<Value, A
     };
     let audiences = match spec.get("audiences").and_then(Value::as_array) {
         Some(a) if !a.is_empty() => Value::Array(a.clone()),
-        _ => json!([DEFAULT_AUDIENCE]),
+        _ => json!([ISSUER]),
     };
     let now = now_unix();
     let claims = Claims {
@@ -184,13 +268,15 @@ pub fn token_request(key: &TokenKey, sa: &Value, body: &[u8]) -> Result<Value, A
         uid: uid.clone(),
         exp: now.saturating_add(expiration),
     };
+    let token = issue(key, &claims, &audiences, now)
+        .ok_or_else(|| ApiError::internal("no ServiceAccount token signing key could be made"))?;
     Ok(json!({
         "kind": "TokenRequest",
         "apiVersion": "authentication.k8s.io/v1",
         // The ServiceAccount's name, namespace and uid, as kube-apiserver fills them in.
         "metadata": {"name": name, "namespace": ns, "uid": uid, "creationTimestamp": rfc3339(now)},
         "spec": {"audiences": audiences, "expirationSeconds": expiration, "boundObjectRef": null},
-        "status": {"token": issue(key, &claims), "expirationTimestamp": rfc3339(claims.exp)}
+        "status": {"token": token, "expirationTimestamp": rfc3339(claims.exp)}
     }))
 }
 
@@ -284,48 +370,132 @@ mod tests {
         json!({"metadata": {"name": "mgr", "namespace": "qs", "uid": "u-1"}})
     }
 
-    #[test]
-    fn issued_tokens_verify_until_they_expire() {
+    fn key() -> TokenKey {
+        let rng = ring::rand::SystemRandom::new();
+        let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).unwrap();
         let key = TokenKey::default();
-        key.init_from("admin");
+        key.init_from(pkcs8.as_ref());
+        key
+    }
+
+    fn part(token: &str, i: usize) -> Value {
+        let p = token.split('.').nth(i).unwrap();
+        serde_json::from_slice(&URL_SAFE_NO_PAD.decode(p).unwrap()).unwrap()
+    }
+
+    /// Signs `payload` with `key` as `issue` does, for tokens the server would not issue itself.
+    fn signed(key: &TokenKey, payload: &Value) -> String {
+        let s = key.signer().unwrap();
+        let input = format!(
+            "{}.{}",
+            URL_SAFE_NO_PAD.encode(serde_json::to_vec(&json!({"alg": "ES256", "kid": s.kid})).unwrap()),
+            URL_SAFE_NO_PAD.encode(serde_json::to_vec(payload).unwrap())
+        );
+        let sig = s
+            .pair
+            .sign(&ring::rand::SystemRandom::new(), input.as_bytes())
+            .unwrap();
+        format!("{input}.{}", URL_SAFE_NO_PAD.encode(sig.as_ref()))
+    }
+
+    /// The token's shape as k8s.io/kubernetes v1.36.3 pkg/serviceaccount writes it: `Claims`
+    /// (claims.go) merged into a map by go-jose's builder, so the keys come sorted; the ES256 header
+    /// with the kid of `keyIDFromPublicKey` (jwt.go); accepted up to go-jose's one-minute leeway
+    /// past `exp` (claims.go `Validate`).
+    #[test]
+    fn issued_tokens_are_the_real_servers_jwts_and_verify_until_they_expire() {
+        let key = key();
         let resp = token_request(&key, &sa(), br#"{"spec":{"expirationSeconds":600}}"#).unwrap();
         let token = resp["status"]["token"].as_str().unwrap();
-        let claims = verify(&key, token, now_unix()).expect("fresh token verifies");
+        assert!(token.starts_with("eyJ"), "{token}");
+        let header = part(token, 0);
+        let mut spki = P256_SPKI_PREFIX.to_vec();
+        spki.extend_from_slice(key.signer().unwrap().pair.public_key().as_ref());
+        assert_eq!(spki.len(), 91, "a P-256 SubjectPublicKeyInfo");
+        assert_eq!(
+            header,
+            json!({"alg": "ES256", "kid": URL_SAFE_NO_PAD.encode(Sha256::digest(&spki))})
+        );
+        let payload = part(token, 1);
+        let keys: Vec<&str> = payload.as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(
+            keys,
+            ["aud", "exp", "iat", "iss", "jti", "kubernetes.io", "nbf", "sub"]
+        );
+        assert_eq!(payload["aud"], json!([ISSUER]));
+        assert_eq!(payload["iss"], ISSUER);
+        assert_eq!(payload["sub"], "system:serviceaccount:qs:mgr");
+        assert_eq!(
+            payload["kubernetes.io"],
+            json!({"namespace": "qs", "serviceaccount": {"name": "mgr", "uid": "u-1"}})
+        );
+        let iat = payload["iat"].as_i64().unwrap();
+        assert_eq!(payload["nbf"].as_i64(), Some(iat));
+        assert_eq!(payload["exp"].as_i64(), Some(iat + 600));
+
+        let claims = verify(&key, token, iat).expect("fresh token verifies");
         assert_eq!(claims.username(), "system:serviceaccount:qs:mgr");
         assert_eq!(claims.uid, "u-1");
-        assert!(verify(&key, token, claims.exp).is_none(), "expired at exp");
+        assert!(
+            verify(&key, token, claims.exp + LEEWAY).is_some(),
+            "within the leeway"
+        );
+        assert!(verify(&key, token, claims.exp + LEEWAY + 1).is_none(), "expired");
+        assert!(verify(&key, token, iat - LEEWAY - 1).is_none(), "not valid yet");
         assert_eq!(resp["spec"]["expirationSeconds"], 600);
-        assert_eq!(resp["spec"]["audiences"], json!([DEFAULT_AUDIENCE]));
+        assert_eq!(resp["spec"]["audiences"], json!([ISSUER]));
     }
 
     #[test]
-    fn forged_or_foreign_tokens_do_not_verify() {
-        let key = TokenKey::default();
-        key.init_from("admin");
-        let claims = Claims {
-            ns: "qs".into(),
-            name: "mgr".into(),
-            uid: "u".into(),
-            exp: now_unix() + 1000,
-        };
-        let token = issue(&key, &claims);
-        let other = TokenKey::default();
-        other.init_from("another server");
-        assert!(verify(&other, &token, now_unix()).is_none(), "another key");
-        // The payload changed to name another ServiceAccount, the mac kept.
-        let (_, mac) = token.rsplit_once('.').unwrap();
-        let forged_claims = Claims {
-            name: "admin".into(),
-            ..claims
-        };
+    fn forged_foreign_or_other_audience_tokens_do_not_verify() {
+        let key = key();
+        let now = now_unix();
+        let token = token_request(&key, &sa(), b"").unwrap()["status"]["token"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(verify(&key, &token, now).is_some());
+        assert!(verify(&self::key(), &token, now).is_none(), "another key");
+        // The payload changed to name another ServiceAccount, the signature kept.
+        let mut payload = part(&token, 1);
+        payload["kubernetes.io"]["serviceaccount"]["name"] = json!("admin");
+        let parts: Vec<&str> = token.split('.').collect();
         let forged = format!(
-            "{PREFIX}{}.{mac}",
-            URL_SAFE_NO_PAD.encode(serde_json::to_vec(&forged_claims).unwrap())
+            "{}.{}.{}",
+            parts[0],
+            URL_SAFE_NO_PAD.encode(serde_json::to_vec(&payload).unwrap()),
+            parts[2]
         );
-        assert!(verify(&key, &forged, now_unix()).is_none(), "forged payload");
-        for junk in ["", "qgsa.", "qgsa.x.y", "Bearer x", &token[..token.len() - 2]] {
-            assert!(verify(&key, junk, now_unix()).is_none(), "{junk}");
+        assert!(verify(&key, &forged, now).is_none(), "forged payload");
+        // Signed by us, but for another audience or issuer (JWTTokenAuthenticator refuses both).
+        let mut other_aud = part(&token, 1);
+        other_aud["aud"] = json!(["vault"]);
+        assert!(verify(&key, &signed(&key, &other_aud), now).is_none(), "audience");
+        let mut other_iss = part(&token, 1);
+        other_iss["iss"] = json!("https://elsewhere");
+        assert!(verify(&key, &signed(&key, &other_iss), now).is_none(), "issuer");
+        // The same claims signed again verify: the checks above are what refused.
+        assert!(verify(&key, &signed(&key, &part(&token, 1)), now).is_some());
+        for junk in [
+            "",
+            "a.b",
+            "a.b.c",
+            "Bearer x",
+            "x.y.z.w",
+            &token[..token.len() - 2],
+        ] {
+            assert!(verify(&key, junk, now).is_none(), "{junk}");
         }
+    }
+
+    #[test]
+    fn a_token_request_for_another_audience_does_not_authenticate_here() {
+        let key = key();
+        let resp = token_request(&key, &sa(), br#"{"spec":{"audiences":["vault"]}}"#).unwrap();
+        assert_eq!(resp["spec"]["audiences"], json!(["vault"]));
+        let token = resp["status"]["token"].as_str().unwrap();
+        assert_eq!(part(token, 1)["aud"], json!(["vault"]));
+        assert!(verify(&key, token, now_unix()).is_none());
     }
 
     #[test]
@@ -355,18 +525,5 @@ mod tests {
             Some(json!({"spec": {"audiences": ["a"], "expirationSeconds": 700}}))
         );
         assert_eq!(from_protobuf(b"k8s\0\x12\xff"), None, "truncated");
-    }
-
-    #[test]
-    fn hmac_matches_rfc4231_case_2_shape() {
-        // RFC 4231 test case 2 uses a 4-byte key "Jefe"; our key is 32 bytes zero-padded the same way.
-        let mut key = [0u8; 32];
-        key[..4].copy_from_slice(b"Jefe");
-        let mac = hmac(&key, b"what do ya want for nothing?");
-        let hex: String = mac.iter().map(|b| format!("{b:02x}")).collect();
-        assert_eq!(
-            hex,
-            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
-        );
     }
 }

@@ -48,6 +48,8 @@ impl WatchRequest {
             &Served {
                 obj: &obj,
                 managed_fields: self.managed_fields,
+                // A watch event's object carries its kind, on a real server too.
+                typed_item: false,
             },
         )
     }

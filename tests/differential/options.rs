@@ -208,7 +208,10 @@ pub fn subresources() -> Vec<Sequence> {
             "deployment scale subresource get and update",
             vec![
                 post(DEPLOYS, values::deployment()),
-                get(&at(DEPLOYS, "d/scale")),
+                // By code only: whether kube-controller-manager's deployment controller has
+                // written the Deployment's status before this read (its resourceVersion then one
+                // more) is timing. The patch below answers the same Scale, at its own write.
+                setup(get(&at(DEPLOYS, "d/scale"))),
                 patch(&at(DEPLOYS, "d/scale"), MERGE, json!({"spec": {"replicas": 3}})),
             ],
         ),
