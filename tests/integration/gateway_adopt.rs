@@ -28,10 +28,20 @@ const NS: &str = "default";
 const ROUTE_ANNOTATION: &str = "quotagate.io/http-route-name";
 const GATEWAY_ANNOTATION: &str = "quotagate.io/gateway-ref";
 
-/// The incremental service of `incremental.rs` (50% traffic steps, 100% surge) with `annotations`.
+/// The incremental service of `incremental.rs` (50% traffic steps, 100% surge) with `annotations`,
+/// and no `gatewayClassName`: attached to an existing Gateway or route, it makes no Gateway of its
+/// own, so validation does not ask for one.
 fn service(annotations: Value) -> RayService {
     let mut rs = super::incremental::service("rs", "2.46.0", 50, 100);
     rs.metadata.annotations = serde_json::from_value(annotations).unwrap();
+    if let Some(o) = rs
+        .spec
+        .upgrade_strategy
+        .as_mut()
+        .and_then(|u| u.cluster_upgrade_options.as_mut())
+    {
+        o.gateway_class_name = None;
+    }
     rs
 }
 
@@ -306,14 +316,15 @@ async fn an_adopted_route_carries_the_upgrade_and_outlives_the_service() {
     s.c.quota.assert_safe();
 }
 
-/// KubeRay PR #5018: `<rs>-httproute` attaches to a shared Gateway in another namespace. Until that
+/// KubeRay PR #5018: `<rs>-httproute` attaches to a shared Gateway in another namespace, on the
+/// listener and port the annotation names (`gatewayRef.sectionName` and `port`). Until that
 /// Gateway exists the service says so and writes no route; then the upgrade runs through it and
 /// ends on the new cluster alone. No `<rs>-gateway` is ever created.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shared_gateway_carries_the_upgrade_without_a_gateway_of_its_own() {
     let s = Scenario::start("12", 12000).await;
     let first = s
-        .serving(service(json!({GATEWAY_ANNOTATION: "infra/shared/http"})))
+        .serving(service(json!({GATEWAY_ANNOTATION: "infra/shared/http:80"})))
         .await;
     let said = wait_upgrade_message(&s, "quotagate.io/gateway-ref: Gateway infra/shared not found").await;
     assert!(said.contains("the upgrade waits"), "{said}");
@@ -334,9 +345,16 @@ async fn a_shared_gateway_carries_the_upgrade_without_a_gateway_of_its_own() {
         .parent_refs
         .iter()
         .flatten()
-        .map(|p| (p.name.as_str(), p.namespace.as_deref(), p.section_name.as_deref()))
+        .map(|p| {
+            (
+                p.name.as_str(),
+                p.namespace.as_deref(),
+                p.section_name.as_deref(),
+                p.port,
+            )
+        })
         .collect();
-    assert_eq!(parents, [("shared", Some("infra"), Some("http"))]);
+    assert_eq!(parents, [("shared", Some("infra"), Some("http"), Some(80))]);
     assert!(
         route.metadata.owner_references.is_some(),
         "its own route stays owned by the service"

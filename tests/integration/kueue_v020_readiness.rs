@@ -5,7 +5,8 @@
 //!   member that succeeds keeps the group ready, so the recoveryTimeout does not evict the group.
 //! - kueue#15402 / #15434 (`unscheduledTimeout`): a batch Job's pods are observed for the Workload's
 //!   `PodsScheduled`, so a Job that fits the quota but not the node is evicted with
-//!   `WaitForScheduling`, and one that fits says `AllRequiredPodsScheduled`.
+//!   `WaitForScheduling`, and one that fits says `AllRequiredPodsScheduled`. The same for a RayJob
+//!   (K8sJobMode): its cluster's pods and its submitter's are observed.
 
 use std::time::Duration;
 
@@ -231,4 +232,208 @@ async fn kueue_15402_a_batch_job_that_fits_reports_pods_scheduled() {
     .await;
     assert!(condition(&w, condition::EVICTED).is_none(), "{w:?}");
     c.quota.assert_safe();
+}
+
+/// A queue-labelled K8sJobMode RayJob: a 500m head and one worker of `worker_cpu`.
+fn ray_job(name: &str, worker_cpu: &str) -> quotagate::api::ray::RayJob {
+    let container = |n: &str, cpu: &str| {
+        serde_json::json!({"name": n, "image": "rayproject/ray:2.9.0",
+            "resources": {"requests": {"cpu": cpu, "memory": "512Mi"}}})
+    };
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "ray.io/v1", "kind": "RayJob",
+        "metadata": {"name": name, "namespace": "default", "labels": {label::QUEUE_NAME: "lq"}},
+        "spec": {
+            "entrypoint": "sleep 600",
+            "submissionMode": "K8sJobMode",
+            "shutdownAfterJobFinishes": true,
+            "rayClusterSpec": {
+                "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [container("ray-head", "500m")]}}},
+                "workerGroupSpecs": [{"groupName": "workers", "replicas": 1, "rayStartParams": {},
+                    "template": {"spec": {"containers": [container("ray-worker", worker_cpu)]}}}]
+            }
+        }
+    }))
+    .unwrap()
+}
+
+/// Kueue #15402 / #15434 (`unscheduledTimeout`, KEP-13502) for a RayJob: Kueue's tracker counts
+/// every pod labelled for the Workload, the RayJob's cluster's and its submitter's. A worker of
+/// 4 cpu fits the 8-cpu quota but not the 2-cpu node: it stays Pending/`Unschedulable`, the
+/// Workload shows `PodsScheduled=False`/`WaitForScheduling` and `PodsReady=False`/
+/// `WaitForScheduling`, and the 2 s unscheduledTimeout evicts it long before the 60 s timeout, with
+/// Kueue's message and event; the RayJob is suspended again. Before, a RayJob's pods were not
+/// observed, and only the timeout applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kueue_15402_unscheduled_timeout_evicts_a_rayjob_whose_worker_fits_no_node() {
+    let _serial = SERIAL.lock().await;
+    let started = std::time::Instant::now();
+    let c = small_node(
+        false,
+        PodsReadyConfig {
+            unscheduled_timeout: Some(Duration::from_secs(2)),
+            backoff_base_seconds: 600,
+            ..PodsReadyConfig::with_timeout(Duration::from_secs(60))
+        },
+    )
+    .await;
+    let jobs: Api<quotagate::api::ray::RayJob> = Api::namespaced(c.client.clone(), "default");
+    jobs.create(&PostParams::default(), &ray_job("big", "4"))
+        .await
+        .unwrap();
+    let name = reserved_workload(&c).await.metadata.name.unwrap();
+    let pods: Api<Pod> = Api::namespaced(c.client.clone(), "default");
+    let worker = wait_for_pod(&pods, "ray.io/node-type=worker", |p| {
+        p.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .into_iter()
+            .flatten()
+            .any(|c| {
+                c.type_ == "PodScheduled"
+                    && c.status == "False"
+                    && c.reason.as_deref() == Some("Unschedulable")
+            })
+    })
+    .await;
+    assert_eq!(
+        worker.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Pending")
+    );
+    let w = wait_for(&c.workloads(), &name, "PodsReady=False/WaitForScheduling", |w| {
+        condition(w, condition::PODS_READY).is_some_and(|p| p.1 == reason::WAIT_FOR_SCHEDULING)
+            || condition(w, condition::EVICTED).is_some_and(|e| e.0 == "True")
+    })
+    .await;
+    if condition(&w, condition::EVICTED).is_none_or(|e| e.0 != "True") {
+        assert_eq!(
+            condition(&w, condition::PODS_SCHEDULED),
+            cond(
+                "False",
+                reason::WAIT_FOR_SCHEDULING,
+                "At least one required pod is not scheduled"
+            )
+        );
+    }
+    let w = wait_for(&c.workloads(), &name, "evicted by the PodsReady timeout", |w| {
+        condition(w, condition::EVICTED).is_some_and(|e| e.0 == "True" && e.1 == reason::PODS_READY_TIMEOUT)
+    })
+    .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(45),
+        "evicted by the unscheduledTimeout, not the timeout ({:?})",
+        started.elapsed()
+    );
+    assert_eq!(
+        condition(&w, condition::EVICTED).unwrap().2,
+        format!("Exceeded the PodsReady timeout default/{name}")
+    );
+    assert!(
+        eviction_event(&c, &name).await,
+        "the eviction event names WaitForScheduling"
+    );
+    wait_for(&jobs, "big", "suspended", |j| j.spec.suspend == Some(true)).await;
+    c.quota.assert_safe();
+}
+
+/// The same tracking for a RayJob that fits the node (head, worker and the default 500m submitter:
+/// 1.5 of 2 cpu): `PodsScheduled=True`/`AllRequiredPodsScheduled` once the submitter KubeRay makes
+/// after the cluster is ready is bound too, `PodsReady=True`, and no eviction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kueue_15402_a_rayjob_that_fits_reports_all_required_pods_scheduled() {
+    let _serial = SERIAL.lock().await;
+    let c = small_node(
+        false,
+        PodsReadyConfig {
+            unscheduled_timeout: Some(Duration::from_secs(30)),
+            ..PodsReadyConfig::with_timeout(Duration::from_secs(60))
+        },
+    )
+    .await;
+    let jobs: Api<quotagate::api::ray::RayJob> = Api::namespaced(c.client.clone(), "default");
+    jobs.create(&PostParams::default(), &ray_job("fits", "500m"))
+        .await
+        .unwrap();
+    let wl = reserved_workload(&c).await;
+    let name = wl.metadata.name.clone().unwrap();
+    let podsets: Vec<String> = wl
+        .spec
+        .pod_sets
+        .iter()
+        .map(|p| p.name.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(podsets, ["head", "workers", "submitter"]);
+    let w = wait_for(&c.workloads(), &name, "PodsScheduled=True", |w| {
+        condition(w, condition::PODS_SCHEDULED).is_some_and(|p| p.0 == "True")
+    })
+    .await;
+    assert_eq!(
+        condition(&w, condition::PODS_SCHEDULED),
+        cond(
+            "True",
+            reason::ALL_REQUIRED_PODS_SCHEDULED,
+            "All required pods were scheduled or succeeded"
+        )
+    );
+    // The submitter is one of the pods it waited for: bound by the time the condition turned.
+    let pods: Api<Pod> = Api::namespaced(c.client.clone(), "default");
+    let submitter = pods
+        .list(&ListParams::default().labels("batch.kubernetes.io/job-name=fits"))
+        .await
+        .unwrap()
+        .items;
+    assert!(
+        submitter
+            .iter()
+            .any(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some()),
+        "{submitter:?}"
+    );
+    let w = wait_for(&c.workloads(), &name, "PodsReady=True", |w| {
+        condition(w, condition::PODS_READY).is_some_and(|p| p.0 == "True")
+    })
+    .await;
+    assert!(condition(&w, condition::EVICTED).is_none(), "{w:?}");
+    c.quota.assert_safe();
+}
+
+/// The first pod matching `selector` for which `ok` holds, once there is one.
+async fn wait_for_pod(pods: &Api<Pod>, selector: &str, ok: impl Fn(&Pod) -> bool) -> Pod {
+    let params = ListParams::default().labels(selector);
+    for _ in 0..300 {
+        if let Some(p) = pods
+            .list(&params)
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .find(|p| ok(p))
+        {
+            return p;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("no pod matching {selector:?} as wanted");
+}
+
+/// Whether the event `EvictedDueToPodsReadyTimeoutDueToWaitForScheduling` names Workload `name`
+/// within five seconds.
+async fn eviction_event(c: &Cluster, name: &str) -> bool {
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(c.client.clone(), "default");
+    for _ in 0..100 {
+        let seen = events
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .any(|e| {
+                e.reason.as_deref() == Some("EvictedDueToPodsReadyTimeoutDueToWaitForScheduling")
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+            });
+        if seen {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
 }

@@ -212,9 +212,10 @@ pub const ANNOTATION_UPGRADE_DEADLINE: &str = "quotagate.io/upgrade-deadline";
 /// On a RayService: the cluster-spec hash of an upgrade dropped at its deadline. That spec is not tried
 /// again until it changes, or until this annotation is removed.
 pub const ANNOTATION_FAILED_UPGRADE: &str = "quotagate.io/failed-upgrade";
-/// On a RayService with `NewClusterWithIncrementalUpgrade`: `<namespace>/<name>[/<sectionName>]` of an
-/// existing, shared Gateway its HTTPRoute attaches to; no `<rs>-gateway` is created (ahead of KubeRay
-/// PR #5018's `clusterUpgradeOptions.gatewayRef`).
+/// On a RayService with `NewClusterWithIncrementalUpgrade`:
+/// `<namespace>/<name>[/<sectionName>][:<port>]` of an existing, shared Gateway its HTTPRoute
+/// attaches to; no `<rs>-gateway` is created (ahead of KubeRay PR #5018's
+/// `clusterUpgradeOptions.gatewayRef`, its `port` included).
 pub const ANNOTATION_GATEWAY_REF: &str = "quotagate.io/gateway-ref";
 /// On a RayService with `NewClusterWithIncrementalUpgrade`: the name of an existing HTTPRoute in its
 /// namespace whose `spec.rules[0].backendRefs` carry the upgrade's weights; the route is never created,

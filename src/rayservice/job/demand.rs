@@ -472,7 +472,7 @@ fn count_pods<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> LivePods {
 }
 
 /// The cluster a Ray pod belongs to and its podset there (`head`, or its worker group lowercased).
-fn cluster_and_podset(p: &Pod) -> Option<(&String, String)> {
+pub fn cluster_and_podset(p: &Pod) -> Option<(&String, String)> {
     let labels = p.labels();
     let cluster = labels.get(c::LABEL_CLUSTER)?;
     let group = if labels.get(c::LABEL_NODE_TYPE).map(String::as_str) == Some(c::NODE_TYPE_HEAD) {

@@ -96,6 +96,8 @@ fn job(rs: &RayService, children: &[RayCluster], live: LivePods, wl: &Workload) 
         slices: vec![wl.metadata.name.clone().unwrap_or_default()],
         growth_taken: super::growth::taken(std::slice::from_ref(wl)),
         pins: Default::default(),
+        admitted: Vec::new(),
+        scheduling: None,
     }
 }
 
@@ -283,6 +285,8 @@ fn an_announced_switch_moves_the_floor_onto_the_pending_cluster_first() {
         slices: vec![],
         growth_taken: None,
         pins: Default::default(),
+        admitted: Vec::new(),
+        scheduling: None,
     };
 
     // Not announced: the slice is as the job wants it, and the pending cluster is exposed.
@@ -361,6 +365,8 @@ fn a_slice_whose_growth_was_taken_keeps_what_it_named_whatever_the_status_says_s
             slices: vec![],
             growth_taken: super::growth::taken(std::slice::from_ref(&wl)),
             pins: Default::default(),
+            admitted: Vec::new(),
+            scheduling: None,
         };
         assert_eq!(
             j.growth_keeps(),
@@ -397,6 +403,8 @@ fn a_lone_serving_cluster_is_the_floor_of_a_slice_still_holding_its_deleted_pred
         slices: vec!["rs-slice-1".into()],
         growth_taken: None,
         pins: Default::default(),
+        admitted: Vec::new(),
+        scheduling: None,
     };
     assert_eq!(j.growth_keeps(), Some(vec!["rs-new".to_string()]));
     let floor = j

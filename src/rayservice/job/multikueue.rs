@@ -658,6 +658,8 @@ mod tests {
             slices: vec![],
             growth_taken: None,
             pins: Default::default(),
+            admitted: Vec::new(),
+            scheduling: None,
         };
         let with_worker_cpu = |cpu: &str| {
             let mut rs = service("2.46.0", "a");

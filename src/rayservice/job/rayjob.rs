@@ -35,13 +35,41 @@ pub struct RayJobJob {
     pub job: RayJob,
     /// The live cluster of an elastic, autoscaled job, with its pods: the Workload's worker counts.
     pub cluster: Option<RayClusterJob>,
+    /// How its pods stand with the scheduler (Kueue v0.20's PodsScheduled), once
+    /// [`JobKind::load_pods_scheduling`] read them.
+    pub scheduling: Option<crate::jobframework::PodsScheduling>,
 }
 
 impl RayJobJob {
     /// A job whose podsets are its spec's (not elastic, or no cluster yet).
     pub fn new(job: RayJob) -> Self {
-        RayJobJob { job, cluster: None }
+        RayJobJob {
+            job,
+            cluster: None,
+            scheduling: None,
+        }
     }
+}
+
+/// How a RayJob's pods stand with the scheduler, per podset of its Workload, as Kueue v0.20's
+/// unscheduled-pods tracker counts the pods Kueue's RayJob integration labels: its cluster's pods
+/// (`cluster_pods`, by `ray.io/cluster`) fill `head` and their worker group's podset, and in
+/// K8sJobMode the submitter Job's pods (`submitter_pods`) fill `submitter`. A submitter not yet made
+/// (KubeRay makes it once the cluster is ready) is a required pod not scheduled, as the tracker has
+/// it; its job is `PodsReady` from then on, so no timeout of waitForPodsReady runs on it.
+pub fn ray_job_pods_scheduling(
+    cluster_pods: &[k8s_openapi::api::core::v1::Pod],
+    submitter_pods: &[k8s_openapi::api::core::v1::Pod],
+) -> crate::jobframework::PodsScheduling {
+    let mut out = super::demand::pods_scheduling(cluster_pods);
+    let submitter = crate::jobframework::count_pods_scheduling(
+        submitter_pods.iter().map(|p| (p, SUBMITTER_PODSET.to_string())),
+    );
+    out.live += submitter.live;
+    for (podset, n) in submitter.scheduled {
+        *out.scheduled.entry(podset).or_default() += n;
+    }
+    out
 }
 
 /// Kueue's condition for following the cluster: workload slicing on the job and the in-tree autoscaler.
@@ -74,11 +102,50 @@ impl JobKind for RayJobJob {
         Ok(RayJobJob {
             job: obj.clone(),
             cluster,
+            scheduling: None,
         })
     }
 
     fn object(&self) -> &RayJob {
         &self.job
+    }
+
+    /// Kueue v0.20 (#15402, #15434): the pods of its cluster (`status.rayClusterName`) and, in
+    /// K8sJobMode, of its submitter Job (named as the RayJob; the `batch.kubernetes.io/job-name`
+    /// label). A suspended job has none to count; one whose cluster is not named yet has none yet.
+    async fn load_pods_scheduling(&mut self, client: &kube::Client) -> Result<(), kube::Error> {
+        use k8s_openapi::api::core::v1::Pod;
+        if self.is_suspended() {
+            self.scheduling = None;
+            return Ok(());
+        }
+        let ns = self.job.namespace().unwrap_or_default();
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+        let cluster = self
+            .job
+            .status
+            .as_ref()
+            .and_then(|s| s.ray_cluster_name.clone())
+            .filter(|n| !n.is_empty());
+        let cluster_pods = match cluster {
+            Some(name) => {
+                let selector = format!("{}={name}", crate::api::ray::constants::LABEL_CLUSTER);
+                pods.list(&kube::api::ListParams::default().labels(&selector))
+                    .await?
+                    .items
+            }
+            None => Vec::new(),
+        };
+        let submitter_pods = if self.k8s_job_mode() {
+            let selector = format!("{}={}", crate::api::batch::JOB_NAME_LABEL, self.job.name_any());
+            pods.list(&kube::api::ListParams::default().labels(&selector))
+                .await?
+                .items
+        } else {
+            Vec::new()
+        };
+        self.scheduling = Some(ray_job_pods_scheduling(&cluster_pods, &submitter_pods));
+        Ok(())
     }
 
     /// The autoscaler writing the cluster's replicas changes an elastic job's demand.
@@ -263,6 +330,10 @@ impl GenericJob for RayJobJob {
             .and_then(|s| s.ray_cluster_status.as_ref())
             .and_then(|s| s.state)
             == Some(ClusterState::Ready)
+    }
+
+    fn pods_scheduling(&self) -> Option<crate::jobframework::PodsScheduling> {
+        self.scheduling.clone()
     }
 
     fn as_with_skip(&self) -> Option<&dyn JobWithSkip> {
@@ -531,5 +602,52 @@ mod tests {
             plan(&job("HTTPMode", json!({"suspend": true})), &[]).unwrap(),
             Step::CreateWorkload
         );
+    }
+    fn pod(labels: serde_json::Value, bound: bool, phase: &str) -> k8s_openapi::api::core::v1::Pod {
+        let node = if bound { json!("sim-node-0") } else { json!(null) };
+        serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "default", "labels": labels},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "ray"}]},
+            "status": {"phase": phase}
+        }))
+        .unwrap()
+    }
+
+    /// Kueue v0.20's unscheduled-pods tracker (KEP-13502, kueue#15402) over a RayJob's Workload: the
+    /// cluster's head and workers fill `head` and their group's podset, the submitter's pod fills
+    /// `submitter`; a failed submitter pod fills nothing, a succeeded one does.
+    #[test]
+    fn a_rayjobs_pods_scheduled_counts_its_cluster_and_its_submitter() {
+        use crate::api::ray::constants as c;
+        let head = pod(
+            json!({c::LABEL_CLUSTER: "rj-x", c::LABEL_NODE_TYPE: c::NODE_TYPE_HEAD}),
+            true,
+            "Running",
+        );
+        let worker = |bound| {
+            pod(
+                json!({c::LABEL_CLUSTER: "rj-x", c::LABEL_NODE_TYPE: c::NODE_TYPE_WORKER, c::LABEL_GROUP: "Small"}),
+                bound,
+                "Pending",
+            )
+        };
+        let submitter = |phase| pod(json!({crate::api::batch::JOB_NAME_LABEL: "rj"}), true, phase);
+        let s = ray_job_pods_scheduling(&[head.clone(), worker(true), worker(false)], &[]);
+        assert_eq!(s.live, 3);
+        assert_eq!(
+            s.scheduled,
+            BTreeMap::from([("head".to_string(), 1), ("small".to_string(), 1)])
+        );
+        let s = ray_job_pods_scheduling(
+            std::slice::from_ref(&head),
+            &[submitter("Failed"), submitter("Running")],
+        );
+        assert_eq!(s.live, 2);
+        assert_eq!(s.scheduled.get(SUBMITTER_PODSET), Some(&1));
+        let s = ray_job_pods_scheduling(&[head], &[submitter("Succeeded")]);
+        assert_eq!((s.live, s.scheduled.get(SUBMITTER_PODSET)), (1, Some(&1)));
+        // Not loaded (the tracking is off, or nothing read yet): no observation.
+        assert!(job("K8sJobMode", json!({})).pods_scheduling().is_none());
     }
 }

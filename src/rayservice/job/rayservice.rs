@@ -36,6 +36,39 @@ pub struct RayServiceJob {
     /// Where the running clusters' topology-requesting groups are placed (`demand::pins`, from the
     /// admitted slice): a new slice keeps them there.
     pub pins: demand::Pins,
+    /// The podsets of the latest admitted slice (`demand::admitted_slice`), empty while none is:
+    /// the pods Kueue v0.20's PodsScheduled counts are the ones they cover.
+    pub admitted: Vec<PodSet>,
+    /// How the pods the admitted slice covers stand with the scheduler, once
+    /// [`JobKind::load_pods_scheduling`] read them.
+    pub scheduling: Option<crate::jobframework::PodsScheduling>,
+}
+
+/// How the pods of a RayService's children stand with the scheduler, per podset of its latest
+/// admitted slice (`admitted`), as Kueue v0.20's unscheduled-pods tracker counts a slice's pods: each
+/// pod fills the podset that stands for its child's group (`demand::podset_names`, the podset whose
+/// pods the cluster gate labels it from). A pod of a group no admitted podset stands for is none of
+/// the slice's and is left out: a gated upgrade's pending cluster, which has no pods while its slice
+/// waits for quota, never counts, and its pods count once a slice covering them is admitted (a new
+/// admission, observed afresh). `children`: the service's children, `pods`: theirs.
+pub fn service_pods_scheduling(
+    admitted: &[PodSet],
+    children: &[RayCluster],
+    pods: &[Pod],
+) -> crate::jobframework::PodsScheduling {
+    let opts = BuildOptions::default();
+    let names: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>> = children
+        .iter()
+        .filter_map(|rc| {
+            let own = demand::child_demand(rc, &opts).ok()?;
+            Some((own.name.clone(), demand::podset_names(admitted, &own)))
+        })
+        .collect();
+    crate::jobframework::count_pods_scheduling(pods.iter().filter_map(|p| {
+        let (cluster, group) = demand::cluster_and_podset(p)?;
+        let podset = names.get(cluster)?.get(&group)?;
+        Some((p, podset.clone()))
+    }))
 }
 
 /// The children of `rs` that it controls (origin labels and a controller owner reference to it), the
@@ -302,6 +335,14 @@ impl GenericJob for RayServiceJob {
     fn upgrade_claim(&self) -> Option<crate::queue::model::UpgradeClaim> {
         super::claim::upgrade_claim(&self.rs, &self.children)
     }
+
+    /// Kueue v0.20 (KEP-13502): the pods its admitted slice covers. While the service serves
+    /// (`Ready`), its Workload is `PodsReady` and no timeout runs, so an upgrade's new cluster whose
+    /// pods do not schedule is reported here but never evicts the serving version (its upgrade
+    /// deadline bounds it instead).
+    fn pods_scheduling(&self) -> Option<crate::jobframework::PodsScheduling> {
+        self.scheduling.clone()
+    }
 }
 
 impl ElasticWorkloadNameProvider for RayServiceJob {
@@ -337,11 +378,36 @@ impl JobKind for RayServiceJob {
             slices: workloads.iter().map(|w| w.name_any()).collect(),
             growth_taken: super::growth::taken(workloads),
             pins: demand::pins(demand::admitted_slice(workloads)),
+            admitted: demand::admitted_slice(workloads)
+                .map(|w| w.spec.pod_sets.clone())
+                .unwrap_or_default(),
+            scheduling: None,
         })
     }
 
     fn object(&self) -> &RayService {
         &self.rs
+    }
+
+    /// Kueue v0.20 (#15402, #15434): lists its children's pods (one list, by `ray.io/cluster`) and
+    /// counts those its admitted slice covers. A suspended service, or one with no admitted slice or
+    /// no child, has none to count.
+    async fn load_pods_scheduling(&mut self, client: &kube::Client) -> Result<(), kube::Error> {
+        if self.is_suspended() || self.admitted.is_empty() || self.children.is_empty() {
+            self.scheduling = None;
+            return Ok(());
+        }
+        let names: Vec<String> = self.children.iter().map(|c| c.name_any()).collect();
+        let selector = format!("{} in ({})", c::LABEL_CLUSTER, names.join(","));
+        let pods = Api::<Pod>::namespaced(client.clone(), &self.rs.namespace().unwrap_or_default())
+            .list(&ListParams::default().labels(&selector))
+            .await?;
+        self.scheduling = Some(service_pods_scheduling(
+            &self.admitted,
+            &self.children,
+            &pods.items,
+        ));
+        Ok(())
     }
 
     /// A child appearing, resizing or going away changes the demand.

@@ -389,6 +389,8 @@ mod demand_and_gate {
             slices: vec![],
             growth_taken: None,
             pins: Default::default(),
+            admitted: Vec::new(),
+            scheduling: None,
         };
         // Child `a` deleted, `b` (and its pods) still there: stop and wait, keeping the reservation.
         assert_eq!(plan(&job(vec![b]), &[&wl]).unwrap(), Step::Stop("w".into()));
@@ -557,6 +559,81 @@ mod demand_and_gate {
             }
         }
     }
+
+    /// A Ray pod of `cluster`: the head, or a worker of group `small`; bound to a node or not.
+    fn ray_pod(name: &str, cluster: &str, head: bool, bound: bool) -> k8s_openapi::api::core::v1::Pod {
+        use crate::api::ray::constants as c;
+        let node_type = if head {
+            c::NODE_TYPE_HEAD
+        } else {
+            c::NODE_TYPE_WORKER
+        };
+        let mut labels = json!({c::LABEL_CLUSTER: cluster, c::LABEL_NODE_TYPE: node_type});
+        if !head {
+            labels[c::LABEL_GROUP] = json!("small");
+        }
+        let node = if bound { json!("sim-node-0") } else { json!(null) };
+        serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default", "labels": labels},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "ray"}]},
+            "status": {"phase": "Pending"}
+        }))
+        .unwrap()
+    }
+
+    /// Kueue v0.20's unscheduled-pods tracker (KEP-13502) over a RayService's slice: only the pods
+    /// the latest admitted slice covers count, each in the podset standing for its child's group. A
+    /// gated upgrade's pending cluster (resized head, so a podset of its own once admitted) counts
+    /// for nothing while the slice holding only the serving cluster is the admitted one; once the
+    /// slice covering both is admitted, its pods fill their podsets, and a worker not yet made is a
+    /// required pod not scheduled.
+    #[test]
+    fn a_services_pods_scheduled_counts_only_what_its_admitted_slice_covers() {
+        use crate::rayservice::job::rayservice::service_pods_scheduling;
+        let children = [child("active", "2", 1, "x"), child("pending", "3", 1, "x")];
+        let d = demand(&children);
+        let old_slice = podsets(&d[..1]).unwrap();
+        let pods = [
+            ray_pod("a-head", "active", true, true),
+            ray_pod("a-w0", "active", false, false),
+            ray_pod("p-head", "pending", true, true),
+        ];
+        let s = service_pods_scheduling(&old_slice, &children, &pods);
+        assert_eq!(
+            s.live, 2,
+            "the pending cluster's head is none of the admitted slice's"
+        );
+        assert_eq!(s.scheduled, BTreeMap::from([("head".to_string(), 1)]));
+        // The slice covering both admitted: the shared worker podset holds two and has one bound.
+        let new_slice = podsets(&d).unwrap();
+        let pods = [
+            ray_pod("a-head", "active", true, true),
+            ray_pod("a-w0", "active", false, true),
+            ray_pod("p-head", "pending", true, true),
+        ];
+        let s = service_pods_scheduling(&new_slice, &children, &pods);
+        assert_eq!(s.live, 3);
+        // Each head has a podset of its own (`head-<hash>`), each filled by its cluster's head.
+        let heads: Vec<i64> = s
+            .scheduled
+            .iter()
+            .filter(|(n, _)| n.starts_with("head-"))
+            .map(|(_, v)| *v)
+            .collect();
+        assert_eq!(heads, vec![1, 1], "{:?}", s.scheduled);
+        assert_eq!(
+            (s.scheduled.get("small"), s.scheduled.len()),
+            (Some(&1), 3),
+            "{:?}",
+            s.scheduled
+        );
+        let small = new_slice.iter().find(|p| p.name() == "small").unwrap();
+        assert_eq!(small.count(), 2, "both clusters' workers in one podset");
+        // No admitted slice: nothing counts.
+        let s = service_pods_scheduling(&[], &children, &pods);
+        assert_eq!((s.live, s.scheduled.len()), (0, 0));
+    }
 }
 
 /// Starting a RayService writes nothing of its admission into the spec its user owns (issue 46): a
@@ -589,6 +666,8 @@ fn starting_a_service_leaves_its_templates_as_the_user_wrote_them() {
         slices: vec![],
         growth_taken: None,
         pins: Default::default(),
+        admitted: Vec::new(),
+        scheduling: None,
     };
     let mut head = PodSetInfo {
         name: "head".into(),
@@ -699,6 +778,8 @@ fn ray_jobs_report_pods_ready_from_their_pods() {
         slices: vec![],
         growth_taken: None,
         pins: Default::default(),
+        admitted: Vec::new(),
+        scheduling: None,
     };
     let serving = rc("svc-a", "True", 1, 1, Some("False"), 2);
     let broken_pending = rc("svc-b", "False", 0, 1, Some("False"), 2);
@@ -743,6 +824,8 @@ fn a_new_slice_is_never_named_as_one_the_service_still_owns() {
             slices: owned.to_vec(),
             growth_taken: None,
             pins: Default::default(),
+            admitted: Vec::new(),
+            scheduling: None,
         };
         workload_name_for_job(&job, Default::default()).unwrap()
     };

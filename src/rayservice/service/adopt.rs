@@ -2,8 +2,10 @@
 //! (PR #5018's `clusterUpgradeOptions.gatewayRef`, issue #4956's `httpRouteName`), under quotagate
 //! annotations until KubeRay settles the fields:
 //!
-//! - `quotagate.io/gateway-ref: <namespace>/<name>[/<sectionName>]`: a shared Gateway. No
-//!   `<rs>-gateway` is created; `<rs>-httproute` (still created and owned) has it as its parent.
+//! - `quotagate.io/gateway-ref: <namespace>/<name>[/<sectionName>][:<port>]`: a shared Gateway
+//!   (PR #5018's `gatewayRef` `name`, `namespace`, `sectionName` and `port`). No `<rs>-gateway` is
+//!   created; `<rs>-httproute` (still created and owned) has it as its parent, on that listener
+//!   and port when given.
 //! - `quotagate.io/http-route-name: <name>`: an existing HTTPRoute in the RayService's namespace.
 //!   Only its `spec.rules[0].backendRefs` is written; it is never created, owned or deleted. Its
 //!   Gateway is its parentRef: the one `gateway-ref` names when both are set, else the first.
@@ -35,14 +37,18 @@ pub struct GatewayRef {
     pub namespace: String,
     pub name: String,
     pub section: Option<String>,
+    /// The listener port the parentRef names (Gateway API `parentRefs[].port`).
+    pub port: Option<i32>,
 }
 
 impl GatewayRef {
-    fn parent(&self) -> ParentReference {
+    /// The parentRef a route attached to this Gateway carries.
+    pub fn parent_ref(&self) -> ParentReference {
         ParentReference {
             name: self.name.clone(),
             namespace: Some(self.namespace.clone()),
             section_name: self.section.clone(),
+            port: self.port,
             ..Default::default()
         }
     }
@@ -70,14 +76,25 @@ fn annotation_path(key: &str) -> Path {
 
 fn parse_gateway_ref(v: &str) -> Result<GatewayRef, String> {
     let path = annotation_path(ANNOTATION_GATEWAY_REF);
+    let form = "must be <namespace>/<name>[/<sectionName>][:<port>] of a Gateway";
+    // No name or sectionName has a ':', so the port is whatever follows the last one.
+    let (v, port) = match v.rsplit_once(':') {
+        None => (v, None),
+        Some((rest, p)) => match p.parse::<i32>() {
+            Ok(n) if (1..=65535).contains(&n) => (rest, Some(n)),
+            _ => {
+                return Err(format!(
+                    "{path}: Invalid value: {p:?}: the port must be a number from 1 to 65535 ({form})"
+                ));
+            }
+        },
+    };
     let parts: Vec<&str> = v.split('/').collect();
     let (namespace, name, section) = match parts.as_slice() {
         [ns, name] => (*ns, *name, None),
         [ns, name, section] => (*ns, *name, Some(*section)),
         _ => {
-            return Err(format!(
-                "{path}: Invalid value: {v:?}: must be <namespace>/<name>[/<sectionName>] of a Gateway"
-            ));
+            return Err(format!("{path}: Invalid value: {v:?}: {form}"));
         }
     };
     let mut errs = Vec::new();
@@ -92,6 +109,7 @@ fn parse_gateway_ref(v: &str) -> Result<GatewayRef, String> {
             namespace: namespace.into(),
             name: name.into(),
             section: section.map(str::to_string),
+            port,
         }),
     }
 }
@@ -169,6 +187,7 @@ fn adopted_parent(route: &HTTPRoute, wanted: Option<&GatewayRef>) -> Result<Pare
                 p.name == g.name
                     && p.namespace.as_deref().unwrap_or(&route_ns) == g.namespace
                     && (g.section.is_none() || p.section_name == g.section)
+                    && (g.port.is_none() || p.port == g.port)
             })
             .cloned()
             .ok_or_else(|| {
@@ -212,7 +231,7 @@ pub fn view(
         }
         Attachment::SharedGateway(g) => {
             v.route_shape_current = route.is_some_and(|r| {
-                let wanted = traffic::httproute_to(rs, g.parent(), &v.backends, serve_port);
+                let wanted = traffic::httproute_to(rs, g.parent_ref(), &v.backends, serve_port);
                 traffic::with_defaults(&r.spec) == traffic::with_defaults(&wanted.spec)
             });
             let problem = gateway.is_none().then(|| {
@@ -298,7 +317,7 @@ pub fn route_write(rs: &RayService, backends: &[(String, i32)], serve_port: i32)
         Attachment::Owned => RouteWrite::Whole(Box::new(traffic::httproute(rs, backends, serve_port))),
         Attachment::SharedGateway(g) => RouteWrite::Whole(Box::new(traffic::httproute_to(
             rs,
-            g.parent(),
+            g.parent_ref(),
             backends,
             serve_port,
         ))),

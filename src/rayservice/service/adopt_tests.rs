@@ -90,7 +90,39 @@ fn annotation_forms() {
         namespace: ns.into(),
         name: name.into(),
         section: section.map(str::to_string),
+        port: None,
     };
+    // KubeRay PR #5018's `gatewayRef.port`: a `:<port>` suffix, with or without a sectionName.
+    assert_eq!(
+        attachment(&rs(&[(ANNOTATION_GATEWAY_REF, "infra/shared/https:8443")])),
+        Attachment::SharedGateway(GatewayRef {
+            port: Some(8443),
+            ..shared("infra", "shared", Some("https"))
+        })
+    );
+    let on_port = GatewayRef {
+        port: Some(80),
+        ..shared("infra", "shared", None)
+    };
+    assert_eq!(
+        attachment(&rs(&[(ANNOTATION_GATEWAY_REF, "infra/shared:80")])),
+        Attachment::SharedGateway(on_port.clone())
+    );
+    assert_eq!(on_port.parent_ref().port, Some(80));
+    for bad in [
+        "infra/shared:0",
+        "infra/shared:65536",
+        "infra/shared:http",
+        "infra/shared:",
+    ] {
+        let Attachment::Invalid(why) = attachment(&rs(&[(ANNOTATION_GATEWAY_REF, bad)])) else {
+            panic!("{bad} is refused");
+        };
+        assert!(
+            why.contains("the port must be a number from 1 to 65535"),
+            "{bad}: {why}"
+        );
+    }
     assert_eq!(attachment(&rs(&[])), Attachment::Owned);
     assert_eq!(
         attachment(&rs(&[(ANNOTATION_GATEWAY_REF, " ")])),
@@ -126,12 +158,12 @@ fn annotation_forms() {
         (
             ANNOTATION_GATEWAY_REF,
             "shared",
-            "<namespace>/<name>[/<sectionName>]",
+            "<namespace>/<name>[/<sectionName>][:<port>]",
         ),
         (
             ANNOTATION_GATEWAY_REF,
             "a/b/c/d",
-            "<namespace>/<name>[/<sectionName>]",
+            "<namespace>/<name>[/<sectionName>][:<port>]",
         ),
         (ANNOTATION_GATEWAY_REF, "/shared", "RFC 1123 label"),
         (ANNOTATION_GATEWAY_REF, "Infra/shared", "RFC 1123 label"),

@@ -266,7 +266,19 @@ fn validate_incremental_upgrade(rs: &RayService, path: &Path, errs: &mut Vec<Fie
         )),
         Some(_) => {}
     }
-    if opts.gateway_class_name.as_deref().unwrap_or("").is_empty() {
+    // A RayService attached to an existing Gateway (`quotagate.io/gateway-ref`, KubeRay PR #5018's
+    // `gatewayRef`) or HTTPRoute (`quotagate.io/http-route-name`, KubeRay #4956) makes no Gateway
+    // of its own, so it needs no class for one (a malformed value is reported by the upgrade).
+    let attached = [c::ANNOTATION_GATEWAY_REF, c::ANNOTATION_HTTP_ROUTE_NAME]
+        .iter()
+        .any(|k| {
+            rs.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(*k))
+                .is_some_and(|v| !v.trim().is_empty())
+        });
+    if !attached && opts.gateway_class_name.as_deref().unwrap_or("").is_empty() {
         errs.push(FieldError::required(
             &p.child("gatewayClassName"),
             "gatewayClassName is required for NewClusterWithIncrementalUpgrade",

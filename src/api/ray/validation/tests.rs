@@ -740,6 +740,18 @@ fn ray_service_rules() {
     for (case, edits, field, kind, text) in cases {
         check(case, &service_errors(&edits), &field, kind, text);
     }
+    // Attached to an existing Gateway or HTTPRoute: no Gateway of its own, no class needed; a blank
+    // annotation attaches nothing and still needs one.
+    for (key, value, ok) in [
+        ("quotagate.io/gateway-ref", "infra/shared", true),
+        ("quotagate.io/http-route-name", "my-route", true),
+        ("quotagate.io/gateway-ref", " ", false),
+    ] {
+        let mut edits = with("gatewayClassName", Value::Null);
+        edits.push(("metadata.annotations", json!({ key: value })));
+        let errs = service_errors(&edits);
+        assert_eq!(errs.is_empty(), ok, "{key}={value:?}: {errs:?}");
+    }
 }
 
 #[test]

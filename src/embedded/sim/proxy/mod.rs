@@ -24,7 +24,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{Namespace, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
@@ -60,6 +60,9 @@ struct State {
     gateways: HashMap<String, GatewayState>,
     /// The generation of each HTTPRoute (`namespace/name`) the routing table was last built from.
     routes: HashMap<String, i64>,
+    /// Per HTTPRoute (`namespace/name`), per parentRef in order: why the Gateway refuses it
+    /// (`routes::parent_refusal`), `None` where it is taken.
+    refusals: HashMap<String, Vec<Option<(&'static str, String)>>>,
 }
 
 pub struct ServiceProxy {
@@ -163,6 +166,19 @@ impl ServiceProxy {
             .copied()
     }
 
+    /// Per parentRef of the HTTPRoute, in order, as the routing table was last built: why its
+    /// Gateway does not take the route (Gateway API's `Accepted=False` reason and message, e.g.
+    /// `NotAllowedByListeners` for a namespace the listeners' `allowedRoutes` do not allow), or
+    /// `None` where it does (or the parent is no Gateway served here). `None` for a route not seen.
+    pub fn route_refusals(&self, ns: &str, name: &str) -> Option<Vec<Option<(&'static str, String)>>> {
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .refusals
+            .get(&key(ns, name))
+            .cloned()
+    }
+
     /// Follows Services and EndpointSlices until dropped (then its listeners close).
     pub async fn run(self: Arc<Self>, client: kube::Client) {
         tracing::info!(service_cidr = %alloc::cidr(self.subnet.block), bridge = %self.subnet.bridge(), "service proxy: ClusterIPs on the pod bridge");
@@ -171,6 +187,7 @@ impl ServiceProxy {
         let (eps_r, eps_w) = reflector::store::<EndpointSlice>();
         let (gw_r, gw_w) = reflector::store::<Gateway>();
         let (rt_r, rt_w) = reflector::store::<HTTPRoute>();
+        let (ns_r, ns_w) = reflector::store::<Namespace>();
         let svcs = reflector(
             svc_w,
             watcher(Api::<Service>::all(client.clone()), watcher::Config::default()),
@@ -198,9 +215,16 @@ impl ServiceProxy {
         )
         .default_backoff()
         .map(|_| ());
+        // Namespace labels: a listener's `allowedRoutes` may select route namespaces by them.
+        let nss = reflector(
+            ns_w,
+            watcher(Api::<Namespace>::all(client.clone()), watcher::Config::default()),
+        )
+        .default_backoff()
+        .map(|_| ());
         let mut events = std::pin::pin!(futures::stream::select(
             futures::stream::select(svcs, eps),
-            futures::stream::select(gws, rts)
+            futures::stream::select(futures::stream::select(gws, rts), nss)
         ));
         while events.next().await.is_some() {
             // Apply every event already waiting before one sync.
@@ -211,6 +235,16 @@ impl ServiceProxy {
                     .state()
                     .iter()
                     .filter_map(|r| serde_json::to_value(&**r).ok())
+                    .collect(),
+                namespaces: ns_r
+                    .state()
+                    .iter()
+                    .filter_map(|n| {
+                        Some((
+                            n.metadata.name.clone()?,
+                            n.metadata.labels.clone().unwrap_or_default(),
+                        ))
+                    })
                     .collect(),
             };
             self.sync(&client, &svc_r.state(), &eps_r.state(), &traffic);
@@ -386,7 +420,8 @@ impl ServiceProxy {
             .iter()
             .filter_map(|g| serde_json::to_value(&**g).ok())
             .collect();
-        let attached = routes::attached_routes(&gw_json, &traffic.routes);
+        let attached = routes::attached_routes(&gw_json, &traffic.routes, &traffic.namespaces);
+        let mut all_listeners = Vec::new();
         for (gw, v) in traffic.gateways.iter().zip(&gw_json) {
             let (Some(name), Some(uid)) = (gw.metadata.name.clone(), gw.metadata.uid.clone()) else {
                 continue;
@@ -413,8 +448,9 @@ impl ServiceProxy {
                 }
             };
             let mut ls = routes::listeners(v);
+            all_listeners.extend(ls.iter().cloned());
             for r in &traffic.routes {
-                routes::attach(r, &mut ls);
+                routes::attach_with(r, &mut ls, &traffic.namespaces);
             }
             let counts = attached.get(&k);
             let mut listeners: BTreeMap<String, (bool, i32)> = BTreeMap::new();
@@ -445,6 +481,22 @@ impl ServiceProxy {
         }
         *self.tables.write().unwrap_or_else(PoisonError::into_inner) = tables;
         state.gateways = gateways;
+        state.refusals = traffic
+            .routes
+            .iter()
+            .filter_map(|r| {
+                let m = r.get("metadata")?;
+                let k = key(m.get("namespace")?.as_str()?, m.get("name")?.as_str()?);
+                let parents = r
+                    .pointer("/spec/parentRefs")
+                    .and_then(serde_json::Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .map(|p| routes::parent_refusal(r, p, &all_listeners, &traffic.namespaces))
+                    .collect();
+                Some((k, parents))
+            })
+            .collect();
         state.routes = traffic
             .routes
             .iter()
@@ -480,6 +532,7 @@ type GatewayPorts = (String, Ipv4Addr, Vec<(String, u16)>);
 struct Traffic {
     gateways: Vec<Arc<Gateway>>,
     routes: Vec<serde_json::Value>,
+    namespaces: routes::NamespaceLabels,
 }
 
 struct CloseOnDrop(Arc<ServiceProxy>);

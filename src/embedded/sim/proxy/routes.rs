@@ -52,9 +52,65 @@ pub struct Listener {
     pub name: String,
     pub port: u16,
     pub hostname: Option<String>,
-    /// Route namespaces allowed: `None` means all (`from: All`), else just this one.
-    pub namespace: Option<String>,
+    /// The namespaces it takes routes from (`allowedRoutes.namespaces`).
+    pub namespaces: FromNamespaces,
+    /// Whether `allowedRoutes.kinds` lets HTTPRoutes attach (no kinds: an HTTP listener's default,
+    /// HTTPRoute).
+    pub http_routes: bool,
     pub rules: Vec<Rule>,
+}
+
+/// `allowedRoutes.namespaces.from` of a listener (Gateway API v1).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FromNamespaces {
+    /// `Same` (the default): the Gateway's own namespace.
+    Same(String),
+    /// `All`.
+    All,
+    /// `Selector`: namespaces whose labels `allowedRoutes.namespaces.selector` (a
+    /// `metav1.LabelSelector`) selects; `None` when it is missing, which selects none.
+    Selector(Option<Value>),
+}
+
+/// The labels of each Namespace by name, as the API server holds them. A namespace not listed has
+/// only `kubernetes.io/metadata.name`, which the API server sets on every Namespace.
+pub type NamespaceLabels = BTreeMap<String, BTreeMap<String, String>>;
+
+/// The label the API server puts on every Namespace: its name.
+const METADATA_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+impl Listener {
+    /// Whether a route of namespace `ns` may attach (by namespace and kind), as Gateway API's
+    /// `allowedRoutes` says.
+    pub fn admits(&self, ns: &str, labels: &NamespaceLabels) -> bool {
+        self.http_routes
+            && match &self.namespaces {
+                FromNamespaces::Same(own) => own == ns,
+                FromNamespaces::All => true,
+                FromNamespaces::Selector(None) => false,
+                FromNamespaces::Selector(Some(sel)) => {
+                    let mut l = labels.get(ns).cloned().unwrap_or_default();
+                    l.insert(METADATA_NAME_LABEL.to_string(), ns.to_string());
+                    crate::embedded::selector::selector_matches(sel, &l)
+                }
+            }
+    }
+}
+
+/// Whether `allowedRoutes.kinds` of listener `l` lets HTTPRoutes attach: absent or empty, the HTTP
+/// protocol's default (HTTPRoute); else an entry of kind `HTTPRoute` in group
+/// `gateway.networking.k8s.io` (the default group).
+fn allows_http_routes(l: &Value) -> bool {
+    let kinds = l
+        .pointer("/allowedRoutes/kinds")
+        .and_then(Value::as_array)
+        .filter(|k| !k.is_empty());
+    kinds.is_none_or(|ks| {
+        ks.iter().any(|k| {
+            s(k, "/kind") == Some("HTTPRoute")
+                && matches!(s(k, "/group"), None | Some("gateway.networking.k8s.io"))
+        })
+    })
 }
 
 /// What one request needs the table to see.
@@ -93,14 +149,18 @@ pub fn listeners(gw: &Value) -> Vec<Listener> {
         else {
             continue;
         };
-        let from = s(l, "/allowedRoutes/namespaces/from").unwrap_or("Same");
+        let namespaces = match s(l, "/allowedRoutes/namespaces/from").unwrap_or("Same") {
+            "All" => FromNamespaces::All,
+            "Selector" => FromNamespaces::Selector(l.pointer("/allowedRoutes/namespaces/selector").cloned()),
+            _ => FromNamespaces::Same(ns.clone()),
+        };
         out.push(Listener {
             gateway: key.clone(),
             name: s(l, "/name").unwrap_or("").to_owned(),
             port,
             hostname: s(l, "/hostname").map(str::to_owned),
-            // `Selector` would need the namespaces' labels: treated as `Same`, which it includes at most.
-            namespace: (from != "All").then(|| ns.clone()),
+            namespaces,
+            http_routes: allows_http_routes(l),
             rules: Vec::new(),
         });
     }
@@ -175,8 +235,71 @@ fn parse_backend(b: &Value, route_ns: &str) -> Backend {
     }
 }
 
-/// Attaches an HTTPRoute (as JSON) to the listeners it names.
+/// Attaches an HTTPRoute (as JSON) to the listeners it names, with no Namespace labels known.
 pub fn attach(route: &Value, listeners: &mut [Listener]) {
+    attach_with(route, listeners, &NamespaceLabels::new());
+}
+
+/// The Gateway (`namespace/name`), sectionName and port a parentRef of a route in namespace `ns`
+/// names; `None` for a parent that is not a Gateway.
+fn gateway_parent<'a>(p: &'a Value, ns: &str) -> Option<(String, Option<&'a str>, Option<u64>)> {
+    if !matches!(s(p, "/group"), None | Some("gateway.networking.k8s.io"))
+        || !matches!(s(p, "/kind"), None | Some("Gateway"))
+    {
+        return None;
+    }
+    let gw = format!(
+        "{}/{}",
+        s(p, "/namespace").unwrap_or(ns),
+        s(p, "/name").unwrap_or("")
+    );
+    Some((gw, s(p, "/sectionName"), p.get("port").and_then(Value::as_u64)))
+}
+
+/// Whether listener `l` is one that parentRef's `section` and `port` name.
+fn named(l: &Listener, section: Option<&str>, port: Option<u64>) -> bool {
+    section.is_none_or(|sn| sn == l.name) && port.is_none_or(|pt| pt == u64::from(l.port))
+}
+
+/// Why a Gateway does not accept parentRef `parent` of `route` (both JSON), as Gateway API's route
+/// parent status says it: `None` when a listener it names admits the route; else the `Accepted=False`
+/// reason and message: `NoMatchingParent` when no HTTP listener of `listeners` (all of the
+/// Gateways') has the sectionName and port it names, `NotAllowedByListeners` when some do but
+/// none admits the route's namespace or kind (`allowedRoutes`). A parent that is not a Gateway, or
+/// a Gateway not among `listeners`, is not this gateway's to judge (`None`).
+pub fn parent_refusal(
+    route: &Value,
+    parent: &Value,
+    listeners: &[Listener],
+    labels: &NamespaceLabels,
+) -> Option<(&'static str, String)> {
+    let ns = s(route, "/metadata/namespace").unwrap_or("");
+    let (gw, section, port) = gateway_parent(parent, ns)?;
+    let of_gateway: Vec<&Listener> = listeners.iter().filter(|l| l.gateway == gw).collect();
+    if of_gateway.is_empty() {
+        return None;
+    }
+    let candidates: Vec<&&Listener> = of_gateway.iter().filter(|l| named(l, section, port)).collect();
+    if candidates.is_empty() {
+        return Some((
+            "NoMatchingParent",
+            format!("Gateway {gw} has no HTTP listener with the sectionName and port this parentRef names"),
+        ));
+    }
+    if candidates.iter().any(|l| l.admits(ns, labels)) {
+        return None;
+    }
+    Some((
+        "NotAllowedByListeners",
+        format!(
+            "no listener of Gateway {gw} it names allows an HTTPRoute from namespace {ns} (allowedRoutes)"
+        ),
+    ))
+}
+
+/// Attaches an HTTPRoute (as JSON) to the listeners it names that admit it (`allowedRoutes`, with
+/// the Namespaces' `labels` for a `Selector`).
+pub fn attach_with(route: &Value, listeners: &mut [Listener], labels: &NamespaceLabels) {
     let ns = s(route, "/metadata/namespace").unwrap_or("");
     let order_key = (
         s(route, "/metadata/creationTimestamp").unwrap_or("").to_owned(),
@@ -227,24 +350,11 @@ pub fn attach(route: &Value, listeners: &mut [Listener]) {
         .into_iter()
         .flatten()
     {
-        if !matches!(s(p, "/group"), None | Some("gateway.networking.k8s.io"))
-            || !matches!(s(p, "/kind"), None | Some("Gateway"))
-        {
+        let Some((gw, section, port)) = gateway_parent(p, ns) else {
             continue;
-        }
-        let gw = format!(
-            "{}/{}",
-            s(p, "/namespace").unwrap_or(ns),
-            s(p, "/name").unwrap_or("")
-        );
-        let section = s(p, "/sectionName");
-        let port = p.get("port").and_then(Value::as_u64);
+        };
         for l in listeners.iter_mut().filter(|l| l.gateway == gw) {
-            let allowed = l.namespace.as_deref().is_none_or(|n| n == ns);
-            if allowed
-                && section.is_none_or(|sn| sn == l.name)
-                && port.is_none_or(|pt| pt == u64::from(l.port))
-            {
+            if l.admits(ns, labels) && named(l, section, port) {
                 l.rules.extend(rules.iter().cloned());
             }
         }
@@ -378,7 +488,11 @@ pub fn total_weight(rule: &Rule) -> u64 {
 
 /// Listeners attached to each Gateway, by `namespace/name`: how many routes each listener has (for
 /// its status), counted per route.
-pub fn attached_routes(gateways: &[Value], routes: &[Value]) -> BTreeMap<String, BTreeMap<String, i32>> {
+pub fn attached_routes(
+    gateways: &[Value],
+    routes: &[Value],
+    labels: &NamespaceLabels,
+) -> BTreeMap<String, BTreeMap<String, i32>> {
     let mut out: BTreeMap<String, BTreeMap<String, i32>> = BTreeMap::new();
     for gw in gateways {
         let mut ls = listeners(gw);
@@ -391,7 +505,7 @@ pub fn attached_routes(gateways: &[Value], routes: &[Value]) -> BTreeMap<String,
             for l in ls.iter_mut() {
                 l.rules.clear();
             }
-            attach(route, &mut ls);
+            attach_with(route, &mut ls, labels);
             for l in ls.iter().filter(|l| !l.rules.is_empty()) {
                 *out.entry(l.gateway.clone())
                     .or_default()
@@ -446,7 +560,10 @@ mod tests {
             pick_rule(&ls, 81, &req("/", &[])).is_none(),
             "no listener on that port"
         );
-        assert_eq!(attached_routes(&[gw()], &[route])["ns/rs-gateway"]["http"], 1);
+        assert_eq!(
+            attached_routes(&[gw()], &[route], &NamespaceLabels::new())["ns/rs-gateway"]["http"],
+            1
+        );
     }
 
     #[test]
@@ -607,5 +724,83 @@ mod tests {
         assert!(r("POST", "a=1&v=2"));
         assert!(!r("GET", "v=2"));
         assert!(!r("POST", "v=3"));
+    }
+    /// Gateway API v1 `allowedRoutes` (the spec's `AllowedRoutes`, `RouteNamespaces`,
+    /// `RouteGroupKind`): `from: Same` takes the Gateway's namespace only, `All` every one,
+    /// `Selector` the namespaces whose labels it selects (`kubernetes.io/metadata.name` included);
+    /// `kinds` without HTTPRoute takes no HTTPRoute. A route a listener does not admit gets no rule
+    /// there (no traffic), is not counted in `attachedRoutes`, and its parent is refused with
+    /// `NotAllowedByListeners`; a sectionName no listener has, with `NoMatchingParent`.
+    #[test]
+    fn allowed_routes_namespaces_selector_and_kinds() {
+        let gw = json!({"metadata": {"name": "g", "namespace": "infra"}, "spec": {"listeners": [
+            {"name": "same", "protocol": "HTTP", "port": 80},
+            {"name": "teams", "protocol": "HTTP", "port": 81,
+             "allowedRoutes": {"namespaces": {"from": "Selector", "selector": {"matchLabels": {"shared-gateway": "yes"}}}}},
+            {"name": "by-name", "protocol": "HTTP", "port": 82,
+             "allowedRoutes": {"namespaces": {"from": "Selector", "selector": {"matchExpressions": [
+                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["shop"]}]}}}},
+            {"name": "grpc-only", "protocol": "HTTP", "port": 83,
+             "allowedRoutes": {"namespaces": {"from": "All"}, "kinds": [{"kind": "GRPCRoute"}]}},
+            {"name": "no-selector", "protocol": "HTTP", "port": 84,
+             "allowedRoutes": {"namespaces": {"from": "Selector"}}}]}});
+        let labels = NamespaceLabels::from([
+            (
+                "shop".to_string(),
+                BTreeMap::from([("shared-gateway".to_string(), "yes".to_string())]),
+            ),
+            ("lab".to_string(), BTreeMap::new()),
+        ]);
+        let route = |ns: &str, section: &str| {
+            json!({"metadata": {"name": "r", "namespace": ns}, "spec": {
+                "parentRefs": [{"name": "g", "namespace": "infra", "sectionName": section}],
+                "rules": [{"backendRefs": [{"name": "svc", "port": 1}]}]}})
+        };
+        let takes = |ns: &str, section: &str| {
+            let mut ls = listeners(&gw);
+            attach_with(&route(ns, section), &mut ls, &labels);
+            ls.iter().any(|l| l.name == section && !l.rules.is_empty())
+        };
+        assert!(takes("infra", "same") && !takes("shop", "same"), "from: Same");
+        assert!(
+            takes("shop", "teams") && !takes("lab", "teams"),
+            "a matchLabels selector"
+        );
+        assert!(
+            takes("shop", "by-name") && !takes("lab", "by-name"),
+            "the API server's metadata.name label is selectable"
+        );
+        assert!(!takes("infra", "grpc-only"), "kinds without HTTPRoute");
+        assert!(
+            !takes("infra", "no-selector"),
+            "Selector with no selector selects none"
+        );
+        let ls = listeners(&gw);
+        let refusal = |ns: &str, section: &str| {
+            let r = route(ns, section);
+            parent_refusal(&r, &r["spec"]["parentRefs"][0], &ls, &labels).map(|(why, _)| why)
+        };
+        assert_eq!(refusal("shop", "teams"), None);
+        assert_eq!(refusal("lab", "teams"), Some("NotAllowedByListeners"));
+        assert_eq!(refusal("shop", "same"), Some("NotAllowedByListeners"));
+        assert_eq!(refusal("infra", "grpc-only"), Some("NotAllowedByListeners"));
+        assert_eq!(refusal("infra", "nope"), Some("NoMatchingParent"));
+        let elsewhere = json!({"name": "other-gateway", "namespace": "infra"});
+        assert_eq!(
+            parent_refusal(&route("shop", "teams"), &elsewhere, &ls, &labels),
+            None,
+            "a Gateway this table does not hold is not judged here"
+        );
+        let counts = attached_routes(
+            std::slice::from_ref(&gw),
+            &[
+                route("shop", "teams"),
+                route("lab", "teams"),
+                route("shop", "same"),
+            ],
+            &labels,
+        );
+        assert_eq!(counts["infra/g"]["teams"], 1);
+        assert_eq!(counts["infra/g"]["same"], 0);
     }
 }
