@@ -149,7 +149,10 @@ pub fn gateway_status(gw: &Value, cfg: &GatewayConfig, plane: Option<&GatewaySta
 }
 
 /// The HTTPRoute status: one entry per parentRef; `missing` lists backend Services that do not exist.
-pub fn route_status(route: &Value, missing: &[String]) -> Value {
+/// `refusals`, per parentRef in order (the data plane's `ServiceProxy::route_refusals`): why that
+/// parent's Gateway does not take the route, written as `Accepted=False` with that reason, as a
+/// Gateway API implementation writes it; `None` (or no data plane) is `Accepted=True`.
+pub fn route_status(route: &Value, missing: &[String], refusals: &[Option<(&str, String)>]) -> Value {
     let generation = route.pointer("/metadata/generation").and_then(Value::as_i64);
     let resolved = if missing.is_empty() {
         condition("ResolvedRefs", true, "ResolvedRefs", "", generation)
@@ -167,8 +170,15 @@ pub fn route_status(route: &Value, missing: &[String]) -> Value {
         .and_then(Value::as_array)
         .map(|ps| {
             ps.iter()
-                .map(|p| json!({"parentRef": p, "controllerName": CONTROLLER_NAME,
-                                "conditions": [condition("Accepted", true, "Accepted", "", generation), resolved.clone()]}))
+                .enumerate()
+                .map(|(i, p)| {
+                    let accepted = match refusals.get(i).and_then(Option::as_ref) {
+                        Some((reason, message)) => condition("Accepted", false, reason, message, generation),
+                        None => condition("Accepted", true, "Accepted", "", generation),
+                    };
+                    json!({"parentRef": p, "controllerName": CONTROLLER_NAME,
+                           "conditions": [accepted, resolved.clone()]})
+                })
                 .collect()
         })
         .unwrap_or_default();
@@ -285,7 +295,13 @@ async fn reconcile_route(route: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Act
             missing.push(name);
         }
     }
-    let status = route_status(&v, &missing);
+    let name = route.metadata.name.as_deref().unwrap_or_default();
+    let refusals = ctx
+        .plane
+        .as_ref()
+        .and_then(|p| p.route_refusals(&ns, name))
+        .unwrap_or_default();
+    let status = route_status(&v, &missing, &refusals);
     if !same_ignoring_time(v.get("status"), &status) {
         let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &httproute_resource());
         api.patch_status(
@@ -295,11 +311,16 @@ async fn reconcile_route(route: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Act
         )
         .await?;
     }
-    // Backends may appear later; look again while any is missing.
-    Ok(if missing.is_empty() {
-        Action::await_change()
-    } else {
+    // Backends may appear later; look again while any is missing. A listener's `allowedRoutes` may
+    // come to allow the route, or stop allowing it, without the route changing (a Namespace's
+    // labels, the Gateway's listeners): with a data plane, look again while it is refused, and now
+    // and then while it is taken.
+    Ok(if !missing.is_empty() || refusals.iter().any(Option::is_some) {
         Action::requeue(Duration::from_secs(1))
+    } else if ctx.plane.is_some() {
+        Action::requeue(Duration::from_secs(5))
+    } else {
+        Action::await_change()
     })
 }
 
@@ -340,7 +361,7 @@ mod tests {
         let route = json!({"metadata": {"generation": 3}, "spec": {"parentRefs": [{"name": "gw"}],
                            "rules": [{"backendRefs": [{"name": "a", "weight": 90}, {"name": "b", "weight": 10}]}]}});
         assert_eq!(backend_services(&route), ["a", "b"]);
-        let s = route_status(&route, &["b".into()]);
+        let s = route_status(&route, &["b".into()], &[]);
         let conds = &s["parents"][0]["conditions"];
         assert_eq!(s["parents"][0]["parentRef"]["name"], "gw");
         assert_eq!(
@@ -352,7 +373,31 @@ mod tests {
             (Some("False"), Some("BackendNotFound"))
         );
         assert_eq!(conds[1]["observedGeneration"], 3);
-        assert!(same_ignoring_time(Some(&s), &route_status(&route, &["b".into()])));
+        assert!(same_ignoring_time(
+            Some(&s),
+            &route_status(&route, &["b".into()], &[])
+        ));
+        // A parent whose listeners do not allow the route: Accepted=False with the data plane's
+        // reason; the other parent still takes it.
+        let two = json!({"metadata": {"generation": 1}, "spec": {"parentRefs": [{"name": "gw"}, {"name": "other"}]}});
+        let refused = route_status(
+            &two,
+            &[],
+            &[
+                Some((
+                    "NotAllowedByListeners",
+                    "no listener allows routes from namespace ns".into(),
+                )),
+                None,
+            ],
+        );
+        let first = &refused["parents"][0]["conditions"][0];
+        assert_eq!(
+            (first["status"].as_str(), first["reason"].as_str()),
+            (Some("False"), Some("NotAllowedByListeners"))
+        );
+        assert_eq!(first["message"], "no listener allows routes from namespace ns");
+        assert_eq!(refused["parents"][1]["conditions"][0]["status"], "True");
         let g = gateway_status(
             &json!({"metadata": {"generation": 1}, "spec": {"listeners": [{"name": "http"}]}}),
             &GatewayConfig::default(),
