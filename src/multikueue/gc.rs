@@ -7,8 +7,9 @@
 //! The job is the copy's controller owner, as in Kueue. A pod group's Workload has no controller: the
 //! worker's pod integration makes each Pod of the group an owner. For such a copy every owner of an
 //! adapted kind is removed through its adapter, so an orphaned group's Pods go with their Workload.
-//! Kueue's collector stops at the controller and leaves them (its Pod adapter's `DeleteRemoteObject`
-//! finds a group's copies from the manager's Pods, which are gone for an orphan).
+//! Kueue's collector stops at the controller (its Pod adapter's `DeleteRemoteObject` finds a group's
+//! copies from the manager's Pods, which are gone for an orphan); there the Pods go only when the
+//! worker's own pod integration stops Pods whose Workload is gone, as quotagate's worker also does.
 
 use std::sync::Arc;
 use std::time::Duration;
