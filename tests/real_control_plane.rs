@@ -62,6 +62,8 @@ mod agent_planes;
 mod bench;
 #[path = "real_control_plane/done_when.rs"]
 mod done_when;
+#[path = "real_control_plane/multikueue_worker.rs"]
+mod multikueue_worker;
 
 mod control_plane_support;
 use control_plane_support::{ControlPlane, is_root, kubectl_path, root, skip};

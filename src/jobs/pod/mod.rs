@@ -255,7 +255,35 @@ impl JobKind for PodJob {
     }
 
     /// The finalizer, once the Pod no longer needs it (a group's pods are the group controller's).
+    /// Under waitForPodsReady, a Pod MultiKueue runs on a worker (skipped here, so its step was
+    /// Ignore) still gives its Workload PodsReady from the status mirrored from the worker, as Kueue's
+    /// reconciler writes it before `startJob` skips the local start.
     async fn after_step(&self, workloads: &[Workload], ctx: &JobContext) -> Result<(), kube::Error> {
+        if self.runs_on_a_worker && ctx.wait_for_pods_ready {
+            let ns = self.pod.metadata.namespace.clone().unwrap_or_default();
+            let api = Api::<Workload>::namespaced(ctx.client.clone(), &ns);
+            for wl in workloads {
+                let now = jiff::Timestamp::now();
+                let ready = ready(&self.pod);
+                let Some(status) =
+                    crate::jobframework::job_controller::pods_ready_status(ctx, wl, ready, None, now)
+                else {
+                    continue;
+                };
+                let mut obj = wl.clone();
+                obj.status = Some(status.clone());
+                let name = wl.metadata.name.clone().unwrap_or_default();
+                // A Workload changed meanwhile is written on the next pass.
+                match api
+                    .replace_status(&name, &kube::api::PostParams::default(), &obj)
+                    .await
+                {
+                    Ok(_) => crate::admission::record_pods_ready(&ctx.metrics, wl, &status, now),
+                    Err(e) if crate::kit::shell::is_conflict(&e) || crate::kit::shell::is_not_found(&e) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
         if p::group_name(&self.pod.metadata).is_none() && finalizer_removable(&self.pod, workloads) {
             remove_finalizer(&ctx.client, &self.pod).await?;
         }

@@ -1,6 +1,9 @@
 //! What the web view draws from: a snapshot of the watch caches taken once per render (never an API
 //! request), the traffic history of each RayService, and the recent Events of the objects shown.
-//! Everything kept across renders is bounded, whatever the cluster holds.
+//! Everything kept across renders is bounded, whatever the cluster holds. Also where MultiKueue runs
+//! each Workload ([`placement`], [`workers`]), read from what the manager itself wrote: the
+//! MultiKueueClusters' `Active` condition and the Workloads' `clusterName`,
+//! `nominatedClusterNames` and check states.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -9,7 +12,11 @@ use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt;
 use kube::runtime::reflector::Store;
 
-use crate::api::kueue::{ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Workload};
+use crate::api::conditions;
+use crate::api::kueue::multikueue::{CLUSTER_ACTIVE, MULTIKUEUE_CONTROLLER_NAME, MultiKueueCluster};
+use crate::api::kueue::{
+    AdmissionCheck, CheckState, ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Workload,
+};
 use crate::api::ray::{RayCluster, RayJob, RayService};
 
 /// Points kept per RayService for the traffic chart.
@@ -32,6 +39,8 @@ pub struct Stores {
     pub ray_services: Store<RayService>,
     pub ray_clusters: Store<RayCluster>,
     pub ray_jobs: Store<RayJob>,
+    pub admission_checks: Store<AdmissionCheck>,
+    pub multikueue_clusters: Store<MultiKueueCluster>,
     pub events: EventLog,
 }
 
@@ -46,6 +55,9 @@ pub struct Snapshot {
     pub ray_services: Vec<Arc<RayService>>,
     pub ray_clusters: Vec<Arc<RayCluster>>,
     pub ray_jobs: Vec<Arc<RayJob>>,
+    pub admission_checks: Vec<Arc<AdmissionCheck>>,
+    /// The manager's MultiKueue worker clusters (none on a cluster without MultiKueue).
+    pub multikueue_clusters: Vec<Arc<MultiKueueCluster>>,
     /// Recent Events by (kind, namespace, name) of the object they regard.
     pub events: HashMap<ObjectKey, Vec<EventLine>>,
     /// Traffic history by RayService (namespace, name).
@@ -74,6 +86,8 @@ impl Stores {
             ray_services: sorted(&self.ray_services),
             ray_clusters: sorted(&self.ray_clusters),
             ray_jobs: sorted(&self.ray_jobs),
+            admission_checks: sorted(&self.admission_checks),
+            multikueue_clusters: sorted(&self.multikueue_clusters),
             events: self.events.lines(),
             history: history.points.clone(),
             events_unavailable: self.events.unavailable(),
@@ -102,6 +116,8 @@ impl Snapshot {
         versions(&self.ray_services, &mut h);
         versions(&self.ray_clusters, &mut h);
         versions(&self.ray_jobs, &mut h);
+        versions(&self.admission_checks, &mut h);
+        versions(&self.multikueue_clusters, &mut h);
         let mut events: Vec<(&ObjectKey, &Vec<EventLine>)> = self.events.iter().collect();
         events.sort_by_key(|(k, _)| *k);
         for (k, lines) in events {
@@ -113,6 +129,125 @@ impl Snapshot {
         self.events_unavailable.hash(&mut h);
         h.finish()
     }
+}
+
+/// Where a Workload with a MultiKueue check is, as the manager recorded it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Placement {
+    /// The MultiKueue check.
+    pub check: String,
+    pub state: CheckState,
+    /// The worker whose copy was admitted (`status.clusterName`): it runs there.
+    pub worker: Option<String>,
+    /// The workers holding a copy while none is admitted (`status.nominatedClusterNames`).
+    pub nominated: Vec<String>,
+}
+
+/// The names of the AdmissionChecks of `kueue.x-k8s.io/multikueue`.
+pub fn multikueue_checks(checks: &[Arc<AdmissionCheck>]) -> Vec<String> {
+    checks
+        .iter()
+        .filter(|ac| ac.spec.controller_name == MULTIKUEUE_CONTROLLER_NAME)
+        .map(|ac| ac.name_any())
+        .collect()
+}
+
+/// The placement of `wl` when one of its checks is among `mk_checks` (see [`multikueue_checks`]);
+/// `None` for a Workload MultiKueue does not dispatch.
+pub fn placement(wl: &Workload, mk_checks: &[String]) -> Option<Placement> {
+    let st = wl.status.as_ref()?;
+    let acs = st.admission_checks.iter().find(|a| mk_checks.contains(&a.name))?;
+    Some(Placement {
+        check: acs.name.clone(),
+        state: acs.state,
+        worker: st.cluster_name.clone().filter(|w| !w.is_empty()),
+        nominated: if st.cluster_name.as_deref().is_some_and(|w| !w.is_empty()) {
+            Vec::new()
+        } else {
+            st.nominated_cluster_names.clone()
+        },
+    })
+}
+
+/// One MultiKueue worker as the view shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WorkerRow {
+    pub name: String,
+    /// A MultiKueueCluster of that name exists (a Workload may name one since deleted).
+    pub known: bool,
+    /// `True`, `False` or `Unknown` (no `Active` condition yet).
+    pub active: String,
+    pub reason: String,
+    pub message: String,
+    /// The unfinished Workloads running there, as (namespace, name), at most [`WORKER_ROWS`].
+    pub running: Vec<(String, String)>,
+    /// All of them, shown or not.
+    pub running_total: usize,
+    /// Unfinished Workloads with a copy waiting there (nominated, none admitted yet).
+    pub waiting: usize,
+}
+
+/// Workloads named per worker: the page stays small however many run there.
+pub const WORKER_ROWS: usize = 20;
+
+/// The row of worker `name`, made for a worker no MultiKueueCluster defines.
+fn row<'a>(rows: &'a mut BTreeMap<String, WorkerRow>, name: &str) -> &'a mut WorkerRow {
+    rows.entry(name.to_string()).or_insert_with(|| WorkerRow {
+        name: name.to_string(),
+        known: false,
+        active: "Unknown".to_string(),
+        reason: "NoMultiKueueCluster".to_string(),
+        message: "no MultiKueueCluster of that name on the manager".to_string(),
+        running: Vec::new(),
+        running_total: 0,
+        waiting: 0,
+    })
+}
+
+/// Every MultiKueueCluster with its `Active` status, and the unfinished Workloads each runs or holds
+/// a waiting copy of; a worker a Workload names without a MultiKueueCluster gets a row too.
+pub fn workers(snap: &Snapshot) -> Vec<WorkerRow> {
+    let mut rows: BTreeMap<String, WorkerRow> = BTreeMap::new();
+    for c in &snap.multikueue_clusters {
+        let conds = c.status.as_ref().map(|s| s.conditions.as_slice());
+        let active = conditions::find(conds, CLUSTER_ACTIVE);
+        let name = c.name_any();
+        rows.insert(
+            name.clone(),
+            WorkerRow {
+                name,
+                known: true,
+                active: active
+                    .map(|a| a.status.clone())
+                    .filter(|s| s == "True" || s == "False")
+                    .unwrap_or_else(|| "Unknown".to_string()),
+                reason: active.map(|a| a.reason.clone()).unwrap_or_default(),
+                message: active.map(|a| a.message.clone()).unwrap_or_default(),
+                running: Vec::new(),
+                running_total: 0,
+                waiting: 0,
+            },
+        );
+    }
+    let mk = multikueue_checks(&snap.admission_checks);
+    if mk.is_empty() {
+        return rows.into_values().collect();
+    }
+    for wl in snap.workloads.iter().filter(|w| !w.is_finished()) {
+        let Some(p) = placement(wl, &mk) else { continue };
+        if let Some(w) = &p.worker {
+            let r = row(&mut rows, w);
+            r.running_total += 1;
+            if r.running.len() < WORKER_ROWS {
+                r.running
+                    .push((wl.namespace().unwrap_or_default(), wl.name_any()));
+            }
+        }
+        for n in &p.nominated {
+            row(&mut rows, n).waiting += 1;
+        }
+    }
+    rows.into_values().collect()
 }
 
 /// (kind, namespace, name)
@@ -356,6 +491,171 @@ mod tests {
             "eventTime": jiff::Timestamp::from_second(secs).unwrap().to_string(),
             "regarding": {"kind": "RayService", "namespace": "ns", "name": name}, "reason": reason, "note": "n", "type": "Normal"}))
         .unwrap()
+    }
+
+    fn mk_check(name: &str, controller: &str) -> Arc<AdmissionCheck> {
+        Arc::new(
+            serde_json::from_value(
+                json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck",
+                "metadata": {"name": name}, "spec": {"controllerName": controller}}),
+            )
+            .unwrap(),
+        )
+    }
+
+    fn mk_cluster(name: &str, active: Option<(&str, &str)>) -> Arc<MultiKueueCluster> {
+        let status = match active {
+            Some((s, reason)) => json!({"conditions": [{"type": "Active", "status": s, "reason": reason,
+                "message": format!("{name} {reason}"), "lastTransitionTime": "2026-01-01T00:00:00Z"}]}),
+            None => json!({}),
+        };
+        Arc::new(
+            serde_json::from_value(
+                json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "MultiKueueCluster",
+                "metadata": {"name": name}, "spec": {"clusterSource": {"kubeConfig": {"location": name}}},
+                "status": status}),
+            )
+            .unwrap(),
+        )
+    }
+
+    fn wl(name: &str, status: serde_json::Value) -> Arc<Workload> {
+        Arc::new(
+            serde_json::from_value(json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+                "metadata": {"name": name, "namespace": "ns"},
+                "spec": {"queueName": "lq", "podSets": [{"name": "main", "count": 1, "template": {"spec": {"containers": []}}}]},
+                "status": status}))
+            .unwrap(),
+        )
+    }
+
+    fn check_state(name: &str, state: &str) -> serde_json::Value {
+        json!({"name": name, "state": state, "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"})
+    }
+
+    /// The worker a Workload runs on is the one the manager wrote (`clusterName`, Kueue's
+    /// "Should run a job on worker if admitted" sets it with the check Ready); before that the
+    /// nominated workers hold its copies; a Workload without a MultiKueue check has no placement.
+    #[test]
+    fn placement_reads_the_managers_own_status() {
+        let mk = multikueue_checks(&[
+            mk_check("mk", MULTIKUEUE_CONTROLLER_NAME),
+            mk_check("prov", "kueue.x-k8s.io/provisioning-request"),
+        ]);
+        assert_eq!(mk, ["mk"]);
+        let running = wl(
+            "a",
+            json!({"clusterName": "worker1", "admissionChecks": [check_state("prov", "Ready"), check_state("mk", "Ready")]}),
+        );
+        assert_eq!(
+            placement(&running, &mk),
+            Some(Placement {
+                check: "mk".into(),
+                state: CheckState::Ready,
+                worker: Some("worker1".into()),
+                nominated: vec![]
+            })
+        );
+        let waiting = wl(
+            "b",
+            json!({"nominatedClusterNames": ["worker1", "worker2"], "admissionChecks": [check_state("mk", "Pending")]}),
+        );
+        let p = placement(&waiting, &mk).unwrap();
+        assert_eq!(
+            (p.worker, p.nominated),
+            (None, vec!["worker1".to_string(), "worker2".to_string()])
+        );
+        let local = wl("c", json!({"admissionChecks": [check_state("prov", "Ready")]}));
+        assert_eq!(placement(&local, &mk), None);
+        assert_eq!(placement(&wl("d", json!({})), &mk), None);
+    }
+
+    /// Each MultiKueueCluster with its Active status and reason, the Workloads running there and the
+    /// copies waiting there; a worker named by a Workload but not defined gets a row saying so;
+    /// finished Workloads are not counted.
+    #[test]
+    fn workers_show_their_state_and_what_runs_there() {
+        let snap = Snapshot {
+            admission_checks: vec![mk_check("mk", MULTIKUEUE_CONTROLLER_NAME)],
+            multikueue_clusters: vec![
+                mk_cluster("worker1", Some(("True", "Active"))),
+                mk_cluster("worker2", Some(("False", "ClientConnectionFailed"))),
+                mk_cluster("worker3", None),
+            ],
+            workloads: vec![
+                wl(
+                    "a",
+                    json!({"clusterName": "worker1", "admissionChecks": [check_state("mk", "Ready")]}),
+                ),
+                wl(
+                    "b",
+                    json!({"nominatedClusterNames": ["worker1", "worker2"], "admissionChecks": [check_state("mk", "Pending")]}),
+                ),
+                wl(
+                    "c",
+                    json!({"clusterName": "gone", "admissionChecks": [check_state("mk", "Ready")]}),
+                ),
+                wl(
+                    "done",
+                    json!({"clusterName": "worker1", "admissionChecks": [check_state("mk", "Ready")],
+                    "conditions": [{"type": "Finished", "status": "True", "reason": "Succeeded", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}),
+                ),
+            ],
+            ..Default::default()
+        };
+        let rows = workers(&snap);
+        let by = |n: &str| rows.iter().find(|r| r.name == n).unwrap().clone();
+        assert_eq!(
+            rows.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(),
+            ["gone", "worker1", "worker2", "worker3"]
+        );
+        let w1 = by("worker1");
+        assert_eq!((w1.active.as_str(), w1.reason.as_str()), ("True", "Active"));
+        assert_eq!(w1.running, [("ns".to_string(), "a".to_string())]);
+        assert_eq!((w1.running_total, w1.waiting), (1, 1));
+        let w2 = by("worker2");
+        assert_eq!(
+            (w2.active.as_str(), w2.reason.as_str(), w2.message.as_str()),
+            (
+                "False",
+                "ClientConnectionFailed",
+                "worker2 ClientConnectionFailed"
+            )
+        );
+        assert_eq!((w2.running_total, w2.waiting), (0, 1));
+        assert_eq!(by("worker3").active, "Unknown");
+        let gone = by("gone");
+        assert!(!gone.known);
+        assert_eq!(gone.running_total, 1);
+        // Without a MultiKueue check nothing is placed, but the clusters are still listed.
+        let plain = Snapshot {
+            admission_checks: vec![],
+            ..snap.clone()
+        };
+        let rows = workers(&plain);
+        assert_eq!(rows.len(), 3);
+        assert!(rows.iter().all(|r| r.running_total == 0 && r.waiting == 0));
+    }
+
+    #[test]
+    fn workers_name_a_bounded_number_of_workloads() {
+        let workloads = (0..(WORKER_ROWS + 5))
+            .map(|i| {
+                wl(
+                    &format!("w{i}"),
+                    json!({"clusterName": "worker1", "admissionChecks": [check_state("mk", "Ready")]}),
+                )
+            })
+            .collect();
+        let snap = Snapshot {
+            admission_checks: vec![mk_check("mk", MULTIKUEUE_CONTROLLER_NAME)],
+            multikueue_clusters: vec![mk_cluster("worker1", Some(("True", "Active")))],
+            workloads,
+            ..Default::default()
+        };
+        let rows = workers(&snap);
+        assert_eq!(rows[0].running.len(), WORKER_ROWS);
+        assert_eq!(rows[0].running_total, WORKER_ROWS + 5);
     }
 
     #[test]

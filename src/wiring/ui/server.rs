@@ -48,6 +48,32 @@ where
     crate::admission::reflect_each(api, tasks, |_| {})
 }
 
+/// A store of `api` like [`reflect`], whose watcher gives up (leaving the store empty) when the kind is
+/// not served or may not be read: the MultiKueueClusters of a cluster without MultiKueue.
+fn reflect_unless_absent<K>(api: Api<K>, tasks: &mut Vec<tokio::task::JoinHandle<()>>) -> Store<K>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    let (reader, writer) = kube::runtime::reflector::store();
+    let stream = kube::runtime::reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
+    let kind = K::kind(&K::DynamicType::default()).to_string();
+    tasks.push(tokio::spawn(async move {
+        futures::pin_mut!(stream);
+        while let Some(ev) = stream.next().await {
+            match ev {
+                Ok(_) => {}
+                Err(e) if forbidden(&e) || absent(&e) => {
+                    tracing::info!(%kind, error = %e, "web view: not shown (not served, or the role may not list it)");
+                    return;
+                }
+                Err(e) => tracing::debug!(%kind, error = %e, "web view: watch interrupted"),
+            }
+        }
+    }));
+    reader
+}
+
 /// Starts the view on `listener`: its watchers, the render loop and the HTTP server, all ending with
 /// `cancel`. A listener already taken (a second manager in the process) starts nothing.
 pub fn spawn(
@@ -91,6 +117,8 @@ pub fn spawn(
         ray_services: reflect(Api::all(client.clone()), &mut tasks),
         ray_clusters: reflect(Api::all(client.clone()), &mut tasks),
         ray_jobs: reflect(Api::all(client.clone()), &mut tasks),
+        admission_checks: caches.admission_checks.clone(),
+        multikueue_clusters: reflect_unless_absent(Api::all(client.clone()), &mut tasks),
         events,
     };
     let (tx, rx) = watch::channel(Arc::new(String::new()));
@@ -149,6 +177,14 @@ fn forbidden(e: &watcher::Error) -> bool {
         watcher::Error::InitialListFailed(kube::Error::Api(s))
         | watcher::Error::WatchStartFailed(kube::Error::Api(s)) => s.is_forbidden(),
         watcher::Error::WatchError(s) => s.is_forbidden(),
+        _ => false,
+    }
+}
+
+fn absent(e: &watcher::Error) -> bool {
+    match e {
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(s)) => s.is_not_found(),
         _ => false,
     }
 }
@@ -253,6 +289,8 @@ async fn yaml(State(st): State<AppState>, Query(r): Query<ObjectRef>) -> Respons
         "RayService" => find(&s.ray_services, &r),
         "RayCluster" => find(&s.ray_clusters, &r),
         "RayJob" => find(&s.ray_jobs, &r),
+        "MultiKueueCluster" => find(&s.multikueue_clusters, &r),
+        "AdmissionCheck" => find(&s.admission_checks, &r),
         _ => {
             return (
                 StatusCode::BAD_REQUEST,

@@ -1,6 +1,7 @@
 //! The page body as server-rendered HTML, a pure function of a [`Snapshot`]: the quota tree with usage
-//! bars, the workloads of each ClusterQueue in queue order, and the RayServices with their gate and
-//! traffic chart (in [`rayservice`]). Every string from the cluster goes through [`esc`].
+//! bars, the workloads of each ClusterQueue in queue order (with the MultiKueue worker each runs on),
+//! the MultiKueue worker clusters, and the RayServices with their gate and traffic chart (in
+//! [`rayservice`]). Every string from the cluster goes through [`esc`].
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write;
@@ -8,7 +9,7 @@ use std::fmt::Write;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::ResourceExt;
 
-use super::model::Snapshot;
+use super::model::{Placement, Snapshot, WorkerRow, multikueue_checks, placement, workers};
 use super::shortfall::shortfall;
 use crate::api::conditions::TRUE;
 use crate::api::kueue::constants::label::WORKLOAD_SLICE_REPLACEMENT_FOR;
@@ -233,7 +234,7 @@ fn cluster_queue_card(snap: &Snapshot, cq: &ClusterQueue, queues: &QueueIndex) -
     if !lqs.is_empty() {
         let _ = write!(s, "<div class=\"lqs\">LocalQueues: {}</div>", lqs.join(", "));
     }
-    s.push_str(&workload_table(queues.of(&name), Some(cq)));
+    s.push_str(&workload_table(queues.of(&name), Some(cq), &queues.mk_checks));
     s.push_str("</div>");
     s
 }
@@ -325,6 +326,8 @@ fn cohort_node(
 struct QueueIndex<'a> {
     by_cq: HashMap<String, Vec<&'a Workload>>,
     unrouted: Vec<&'a Workload>,
+    /// The AdmissionChecks of MultiKueue: a Workload with one shows the worker it runs on.
+    mk_checks: Vec<String>,
 }
 
 impl<'a> QueueIndex<'a> {
@@ -359,7 +362,11 @@ impl<'a> QueueIndex<'a> {
             list.sort_by_key(|w| order_key(w));
         }
         unrouted.sort_by_key(|w| order_key(w));
-        QueueIndex { by_cq, unrouted }
+        QueueIndex {
+            by_cq,
+            unrouted,
+            mk_checks: multikueue_checks(&snap.admission_checks),
+        }
     }
 
     fn of(&self, cq: &str) -> &[&'a Workload] {
@@ -381,7 +388,26 @@ fn order_key(w: &Workload) -> (bool, std::cmp::Reverse<i32>, Option<jiff::Timest
 /// small however many workloads wait.
 pub const MAX_ROWS: usize = 50;
 
-fn workload_table(wls: &[&Workload], cq: Option<&ClusterQueue>) -> String {
+/// Where MultiKueue runs a Workload: `on worker w1`, or where its copies wait.
+fn placement_note(p: &Placement) -> String {
+    match (&p.worker, p.nominated.is_empty()) {
+        (Some(w), _) => format!(
+            " <span class=\"note worker\" data-worker=\"{}\" title=\"MultiKueue check {} is {:?}\">on worker {}</span>",
+            esc(w),
+            esc(&p.check),
+            p.state,
+            esc(w)
+        ),
+        (None, false) => format!(
+            " <span class=\"note worker\" data-nominated=\"{}\">copies wait on {}</span>",
+            esc(&p.nominated.join(",")),
+            esc(&p.nominated.join(", "))
+        ),
+        (None, true) => " <span class=\"note worker\">MultiKueue: not dispatched yet</span>".to_string(),
+    }
+}
+
+fn workload_table(wls: &[&Workload], cq: Option<&ClusterQueue>, mk_checks: &[String]) -> String {
     if wls.is_empty() {
         return "<div class=\"empty\">no workloads</div>".into();
     }
@@ -416,9 +442,12 @@ fn workload_table(wls: &[&Workload], cq: Option<&ClusterQueue>) -> String {
             .get(WORKLOAD_SLICE_REPLACEMENT_FOR)
             .map(|r| format!(" <span class=\"note\">slice, replaces {}</span>", esc(r)))
             .unwrap_or_default();
+        let worker = placement(wl, mk_checks)
+            .map(|p| placement_note(&p))
+            .unwrap_or_default();
         let _ = write!(
             s,
-            "<tr class=\"wl {class}\" data-workload=\"{}\" data-state=\"{}\"><td>{pos}</td><td>{}{slice}</td><td>{}</td><td>{state}</td><td>{why}</td></tr>",
+            "<tr class=\"wl {class}\" data-workload=\"{}\" data-state=\"{}\"><td>{pos}</td><td>{}{slice}{worker}</td><td>{}</td><td>{state}</td><td>{why}</td></tr>",
             esc(&name),
             state,
             obj_link("Workload", &ns, &name),
@@ -433,6 +462,57 @@ fn workload_table(wls: &[&Workload], cq: Option<&ClusterQueue>) -> String {
         );
     }
     s.push_str("</table>");
+    s
+}
+
+/// The MultiKueue worker clusters: each with its `Active` status and reason, and the Workloads it
+/// runs (the first [`super::model::WORKER_ROWS`]) or holds a waiting copy of.
+fn workers_section(rows: &[WorkerRow]) -> String {
+    let mut s = String::from(
+        "<section><h2>MultiKueue workers</h2><table class=\"workers\"><tr><th>Worker</th><th>Active</th><th>Runs</th><th>Copies waiting</th></tr>",
+    );
+    for r in rows {
+        let class = match r.active.as_str() {
+            "True" => "active",
+            "False" => "stopped",
+            _ => "unknown",
+        };
+        let name = if r.known {
+            obj_link("MultiKueueCluster", "", &r.name)
+        } else {
+            esc(&r.name)
+        };
+        let why = if r.reason.is_empty() && r.message.is_empty() {
+            String::new()
+        } else if r.message.is_empty() {
+            format!(" {}", esc(&r.reason))
+        } else {
+            format!(" {}: {}", esc(&r.reason), esc(&r.message))
+        };
+        let mut runs: Vec<String> = r
+            .running
+            .iter()
+            .map(|(ns, n)| obj_link("Workload", ns, n))
+            .collect();
+        if r.running_total > r.running.len() {
+            runs.push(format!("and {} more", r.running_total - r.running.len()));
+        }
+        let _ = write!(
+            s,
+            "<tr class=\"worker\" data-worker=\"{}\" data-active=\"{}\" data-running=\"{}\"><td>{name}</td><td><span class=\"pill {class}\">{}</span><span class=\"note\">{why}</span></td><td>{}</td><td>{}</td></tr>",
+            esc(&r.name),
+            esc(&r.active),
+            r.running_total,
+            esc(&r.active),
+            if runs.is_empty() {
+                "none".to_string()
+            } else {
+                runs.join(", ")
+            },
+            r.waiting
+        );
+    }
+    s.push_str("</table></section>");
     s
 }
 
@@ -455,9 +535,14 @@ pub fn body(snap: &Snapshot, now: f64) -> String {
     }
     if !queues.unrouted.is_empty() {
         s.push_str("<h3>Workloads whose LocalQueue leads to no ClusterQueue</h3>");
-        s.push_str(&workload_table(&queues.unrouted, None));
+        s.push_str(&workload_table(&queues.unrouted, None, &queues.mk_checks));
     }
-    s.push_str("</section><section><h2>RayServices</h2>");
+    s.push_str("</section>");
+    let rows = workers(snap);
+    if !rows.is_empty() {
+        s.push_str(&workers_section(&rows));
+    }
+    s.push_str("<section><h2>RayServices</h2>");
     if let Some(why) = &snap.events_unavailable {
         let _ = write!(s, "<div class=\"note\">{}</div>", esc(why));
     }

@@ -280,3 +280,98 @@ fn ray_jobs_are_listed_with_their_quota_story() {
         "no section without RayJobs"
     );
 }
+
+fn mk_object<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> Arc<T> {
+    Arc::new(serde_json::from_value(v).unwrap())
+}
+
+/// The "the web view shows worker clusters and where each workload runs": the admitted
+/// Workload says which worker runs it, the pending one where its copies wait, and the workers'
+/// section lists each MultiKueueCluster with its Active status and reason (escaped) and what runs there.
+#[test]
+fn shows_the_multikueue_workers_and_where_each_workload_runs() {
+    let check = |name: &str, state: &str| json!({"name": name, "state": state, "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"});
+    let wl = |name: &str, status: serde_json::Value| -> Arc<Workload> {
+        mk_object(json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+            "metadata": {"name": name, "namespace": "ns", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"queueName": "lq", "podSets": [{"name": "main", "count": 1, "template": {"spec": {"containers": []}}}]},
+            "status": status}))
+    };
+    let cluster = |name: &str, status: &str, reason: &str, message: &str| {
+        mk_object(
+            json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "MultiKueueCluster",
+            "metadata": {"name": name}, "spec": {"clusterSource": {"kubeConfig": {"location": name}}},
+            "status": {"conditions": [{"type": "Active", "status": status, "reason": reason, "message": message,
+                "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}),
+        )
+    };
+    let snap = Snapshot {
+        cluster_queues: vec![Arc::new(cq("cq", None, "8", "1"))],
+        local_queues: vec![Arc::new(lq("lq", "cq"))],
+        admission_checks: vec![mk_object(
+            json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck",
+            "metadata": {"name": "mk"}, "spec": {"controllerName": "kueue.x-k8s.io/multikueue"}}),
+        )],
+        multikueue_clusters: vec![
+            cluster("worker1", "True", "Active", "Connected"),
+            cluster("worker2", "False", "BadConfig", "<script>no</script> kubeconfig"),
+        ],
+        workloads: vec![
+            wl(
+                "runs",
+                json!({"clusterName": "worker1", "admissionChecks": [check("mk", "Ready")],
+                "admission": {"clusterQueue": "cq", "podSetAssignments": [{"name": "main", "count": 1}]},
+                "conditions": [{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+                               {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}),
+            ),
+            wl(
+                "waits",
+                json!({"nominatedClusterNames": ["worker1", "worker2"], "admissionChecks": [check("mk", "Pending")]}),
+            ),
+            wl("local", json!({})),
+        ],
+        ..Default::default()
+    };
+    let html = body(&snap, 0.0);
+    assert!(html.contains("<h2>MultiKueue workers</h2>"), "{html}");
+    assert!(
+        html.contains("data-worker=\"worker1\" data-active=\"True\" data-running=\"1\""),
+        "{html}"
+    );
+    assert!(
+        html.contains("data-worker=\"worker2\" data-active=\"False\" data-running=\"0\""),
+        "{html}"
+    );
+    assert!(
+        html.contains("BadConfig: &lt;script&gt;no&lt;/script&gt; kubeconfig"),
+        "{html}"
+    );
+    assert!(!html.contains("<script>"), "{html}");
+    assert!(
+        html.contains("yaml?kind=MultiKueueCluster&amp;ns=&amp;name=worker1"),
+        "{html}"
+    );
+    let row = |name: &str| {
+        let at = html
+            .find(&format!("data-workload=\"{name}\""))
+            .unwrap_or_else(|| panic!("no row for {name}: {html}"));
+        html[at..].split("</tr>").next().unwrap().to_string()
+    };
+    assert!(row("runs").contains("on worker worker1"), "{}", row("runs"));
+    assert!(
+        row("waits").contains("copies wait on worker1, worker2"),
+        "{}",
+        row("waits")
+    );
+    assert!(!row("local").contains("worker"), "{}", row("local"));
+
+    // A cluster without MultiKueue: no workers' section.
+    let plain = Snapshot {
+        admission_checks: vec![],
+        multikueue_clusters: vec![],
+        ..snap
+    };
+    let html = body(&plain, 0.0);
+    assert!(!html.contains("MultiKueue workers"), "{html}");
+    assert!(!html.contains("on worker"), "{html}");
+}
