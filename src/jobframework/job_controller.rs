@@ -620,7 +620,13 @@ pub async fn reconcile<J: JobKind>(obj: Arc<J::Object>, ctx: Arc<JobContext>) ->
         && !owned.iter().any(|w| w.name_any() == prebuilt)
         && ctx.manages(obj.meta()).await?
     {
-        return adopt_prebuilt::<J>(&ctx.client, &obj, &ns, prebuilt).await;
+        if crate::api::pod::group_name(obj.meta()).is_none() {
+            return adopt_prebuilt::<J>(&ctx.client, &obj, &ns, prebuilt).await;
+        }
+        // A pod group's member: Kueue's `EnsureWorkloadOwnedByAllMembers`, each Pod an owner of the
+        // group's prebuilt Workload and none its controller (an API server allows one controller).
+        // The group controller runs the group; this Pod's own pass goes on to skip it.
+        own_prebuilt_as_member::<J>(&ctx.client, &obj, &ns, prebuilt).await?;
     }
     let mut job = J::load(&obj, &owned, &ctx.client).await?;
     let pass = Pass::<J> {
@@ -712,6 +718,32 @@ async fn adopt_prebuilt<J: JobKind>(
     api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await?;
     Ok(Action::requeue(Duration::from_millis(100)))
+}
+
+/// A pod group member's share of Kueue's `EnsureWorkloadOwnedByAllMembers`: the prebuilt Workload
+/// gets the Pod as an owner that is not its controller, once (no write when it already has it).
+async fn own_prebuilt_as_member<J: JobKind>(
+    client: &Client,
+    obj: &J::Object,
+    ns: &str,
+    name: &str,
+) -> Result<(), JobError> {
+    let api: Api<Workload> = Api::namespaced(client.clone(), ns);
+    let (Some(wl), Some(mut owner)) = (api.get_opt(name).await?, obj.controller_owner_ref(&())) else {
+        return Ok(());
+    };
+    let mut refs = wl.metadata.owner_references.clone().unwrap_or_default();
+    if refs.iter().any(|o| o.uid == owner.uid) {
+        return Ok(());
+    }
+    owner.controller = None;
+    refs.push(owner);
+    let patch = serde_json::json!({
+        "metadata": {"resourceVersion": wl.metadata.resource_version, "ownerReferences": refs}
+    });
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    Ok(())
 }
 
 /// What one reconcile of a job works with: the job's namespace and name, its Workloads as read, and
