@@ -373,6 +373,12 @@ pub fn workload_model(
             Some((ns, n)) => WorkloadKey::new(ns, n),
             None => WorkloadKey::new(namespace.clone(), v.clone()),
         });
+    // Only a replacement slice has pods running before its admission (those of the slice it replaces).
+    if replacement_for.is_some() {
+        for (i, (ps, model)) in w.spec.pod_sets.iter().zip(podsets.iter_mut()).enumerate() {
+            model.running = running(i, ps, model.count)?;
+        }
+    }
     Ok(WorkloadModel {
         key: WorkloadKey::new(namespace, name),
         uid: w.metadata.uid.clone().unwrap_or_default(),
@@ -426,6 +432,28 @@ pub fn tas_node(n: &k8s_openapi::api::core::v1::Node) -> Result<TasNode, QueueEr
         taints,
         schedulable: ready && !cordoned,
     })
+}
+
+/// The running pods a replacement slice's podset names (`ANNOTATION_TOPOLOGY_RUNNING`), if any.
+fn running(i: usize, ps: &kueue::PodSet, count: i64) -> Result<Option<Placement>, QueueError> {
+    let key = super::topology::ANNOTATION_TOPOLOGY_RUNNING;
+    let Some(value) = ps
+        .template
+        .metadata
+        .as_ref()
+        .and_then(|m| m.annotations.as_ref())
+        .and_then(|a| a.get(key))
+    else {
+        return Ok(None);
+    };
+    super::topology::parse_running(value, count)
+        .map(Some)
+        .map_err(|m| {
+            QueueError::invalid(
+                format!("spec.podSets[{i}].template.metadata.annotations[{key}]"),
+                m,
+            )
+        })
 }
 
 /// The model of a podset's `topologyRequest` (the parts placement reads).

@@ -332,6 +332,9 @@ pub struct PodSetModel {
     pub tolerations: Vec<Toleration>,
     /// `topologyRequest`: where its pods go in a TAS flavor's topology.
     pub topology: Option<super::topology::TopologyRequest>,
+    /// Its pods that already run and their domains (a replacement slice's podset, from the slice
+    /// it replaces): placement counts them there and places only the rest.
+    pub running: Option<super::topology::Placement>,
 }
 
 impl PodSetModel {

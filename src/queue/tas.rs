@@ -103,13 +103,19 @@ struct Exclusions {
     total: usize,
     node_selector: usize,
     affinity: usize,
+    /// Outside the domain the podset's running pods share (`PodSetModel::running`).
+    elsewhere: usize,
     taints: BTreeMap<String, usize>,
     resources: BTreeMap<String, usize>,
 }
 
 impl Exclusions {
     fn any(&self) -> bool {
-        self.node_selector > 0 || self.affinity > 0 || !self.taints.is_empty() || !self.resources.is_empty()
+        self.node_selector > 0
+            || self.affinity > 0
+            || self.elsewhere > 0
+            || !self.taints.is_empty()
+            || !self.resources.is_empty()
     }
     fn reasons(&self) -> String {
         let mut r = Vec::new();
@@ -118,6 +124,12 @@ impl Exclusions {
         }
         if self.affinity > 0 {
             r.push(format!("affinity: {}", self.affinity));
+        }
+        if self.elsewhere > 0 {
+            r.push(format!(
+                "outside the domain its running pods are in: {}",
+                self.elsewhere
+            ));
         }
         for (t, n) in &self.taints {
             r.push(format!("taint {t:?}: {n}"));
@@ -345,6 +357,11 @@ impl TasSnapshot {
 
     /// Where `count` pods of `ps` go, or why they cannot (Kueue's `findTopologyAssignment`, without
     /// leaders). `implied`: the podset asked for nothing but its ClusterQueue is TAS-only.
+    ///
+    /// Beyond Kueue: the pods `ps.running` names (a replacement slice's podset: pods of the cluster
+    /// already serving) are counted in their domains first, never moved, and only the rest is placed
+    /// under the request; a required or preferred level keeps the rest in the domain of that level
+    /// the running pods share (a cluster's pods stay in one rack across its slices).
     pub fn place(
         &self,
         ps: &PodSetModel,
@@ -352,10 +369,92 @@ impl TasSnapshot {
         implied: bool,
         count: i64,
     ) -> Result<Placement, String> {
+        let from = self.output_from();
+        let mut at: BTreeMap<usize, i64> = BTreeMap::new();
+        let mut outside: Vec<DomainAssignment> = Vec::new();
+        let mut rest = count;
+        let mut snap: Option<TasSnapshot> = None;
+        if let Some(running) = ps.running.as_ref().filter(|_| count > 0) {
+            let mut per_pod = ps.requests.clone();
+            add(&mut per_pod, &Requests::from([(PODS.to_string(), Amount(1))]), 1);
+            let s = snap.get_or_insert_with(|| self.clone());
+            for d in running.truncated(count).domains.iter().filter(|d| d.count > 0) {
+                let n = i64::from(d.count);
+                match self.leaf_of(&running.levels, &d.values) {
+                    Some(l) => {
+                        add(&mut s.usage[l], &per_pod, n);
+                        *at.entry(self.leaves[l].domain).or_default() += n;
+                    }
+                    // Its node left the tree (cordoned, not Ready): the pods still run there.
+                    None if running.levels[..] == self.levels[from..] => outside.push(d.clone()),
+                    // Named at levels this topology no longer has: placed anew with the rest.
+                    None => continue,
+                }
+                rest -= n;
+            }
+        }
+        if rest > 0 || snap.is_none() {
+            let base = snap.as_ref().unwrap_or(self);
+            let level = req
+                .required
+                .as_ref()
+                .or(req.preferred.as_ref())
+                .and_then(|l| self.levels.iter().position(|x| x == l));
+            let within = level.and_then(|level| {
+                let mut shared = at.keys().map(|d| &self.domains[*d].values[..=level]);
+                let first = shared.next()?;
+                shared.all(|v| v == first).then(|| first.to_vec())
+            });
+            let placed = match base.find(ps, req, implied, rest, within.clone()) {
+                Err(_) if within.is_some() && req.required.is_none() => {
+                    base.find(ps, req, implied, rest, None)
+                }
+                other => other,
+            }?;
+            for (d, n) in placed {
+                *at.entry(d).or_default() += n;
+            }
+        }
+        let mut leaves: Vec<(usize, i64)> = at.into_iter().filter(|(_, n)| *n > 0).collect();
+        leaves.sort_by(|a, b| self.domains[a.0].values.cmp(&self.domains[b.0].values));
+        let mut domains: Vec<DomainAssignment> = leaves
+            .into_iter()
+            .map(|(d, n)| DomainAssignment {
+                values: self.domains[d].values[from..].to_vec(),
+                count: i32::try_from(n).unwrap_or(i32::MAX),
+            })
+            .collect();
+        domains.extend(outside);
+        Ok(Placement {
+            levels: self.levels[from..].to_vec(),
+            domains,
+        })
+    }
+
+    /// Where a placement's domain values start: only the hostname when that is the lowest level.
+    fn output_from(&self) -> usize {
+        if self.lowest_is_host {
+            self.levels.len() - 1
+        } else {
+            0
+        }
+    }
+
+    /// The lowest-level domains `count` pods of `ps` go to and each one's pods, in domain order, or
+    /// why they cannot. `within`: only leaves under the domain with these values (from the top).
+    fn find(
+        &self,
+        ps: &PodSetModel,
+        req: &TopologyRequest,
+        implied: bool,
+        count: i64,
+        within: Option<Vec<String>>,
+    ) -> Result<Vec<(usize, i64)>, String> {
         let mut run = Run {
             s: self,
             st: vec![State::default(); self.domains.len()],
             unconstrained: req.unconstrained || implied || req.slice_only(),
+            within,
         };
         let slice_size = match (&req.slice_topology, req.slice_size) {
             (None, _) => 1,
@@ -412,24 +511,17 @@ impl TasSnapshot {
             level += 1;
         }
         fit.sort_by(|a, b| self.domains[*a].values.cmp(&self.domains[*b].values));
-        let from = if self.lowest_is_host { last } else { 0 };
-        let domains: Vec<DomainAssignment> = fit
+        let out: Vec<(usize, i64)> = fit
             .iter()
-            .filter(|d| run.st[**d].pods > 0)
-            .map(|d| DomainAssignment {
-                values: self.domains[*d].values[from..].to_vec(),
-                count: i32::try_from(run.st[*d].pods).unwrap_or(i32::MAX),
-            })
+            .map(|d| (*d, run.st[*d].pods.min(i64::from(i32::MAX))))
+            .filter(|(_, n)| *n > 0)
             .collect();
-        let placed: i64 = domains.iter().map(|d| i64::from(d.count)).sum();
+        let placed: i64 = out.iter().map(|(_, n)| n).sum();
         if placed != count {
             // Kueue logs "unexpected remainingCount" here; never admit a partial placement.
             return Err(self.not_fit(placed.min(count), count, 1, &ex));
         }
-        Ok(Placement {
-            levels: self.levels[from..].to_vec(),
-            domains,
-        })
+        Ok(out)
     }
 }
 
@@ -438,6 +530,8 @@ struct Run<'a> {
     s: &'a TasSnapshot,
     st: Vec<State>,
     unconstrained: bool,
+    /// Only the leaves under the domain with these values (from the top level down).
+    within: Option<Vec<String>>,
 }
 
 fn tolerated(tolerations: &[Toleration], t: &Taint) -> bool {
@@ -478,6 +572,14 @@ impl Run<'_> {
             ..Default::default()
         };
         for (li, leaf) in self.s.leaves.iter().enumerate() {
+            if self
+                .within
+                .as_ref()
+                .is_some_and(|w| !self.s.domains[leaf.domain].values.starts_with(w))
+            {
+                ex.elsewhere += 1;
+                continue;
+            }
             if self.s.lowest_is_host {
                 // The scheduler's filters, in its order: taints, node selector, affinity.
                 if let Some(t) = leaf.taints.iter().find(|t| !tolerated(&ps.tolerations, t)) {
@@ -767,7 +869,13 @@ impl TasCluster {
         admitted: impl Iterator<Item = (&'a WorkloadModel, &'a Admission)> + Clone,
     ) -> Result<(), String> {
         let mut snapshots: BTreeMap<String, TasSnapshot> = BTreeMap::new();
-        for psa in podsets.iter_mut() {
+        // Podsets with running pods first: those pods hold their domains before anything new is
+        // placed (a replacement slice's pending cluster never takes the room its serving one uses).
+        let running = |name: &str| w.podsets.iter().any(|ps| ps.name == name && ps.running.is_some());
+        let mut order: Vec<usize> = (0..podsets.len()).collect();
+        order.sort_by_key(|i| !running(&podsets[*i].name));
+        for i in order {
+            let psa = &mut podsets[i];
             let Some(ps) = w.podsets.iter().find(|ps| ps.name == psa.name) else {
                 continue;
             };
@@ -907,6 +1015,7 @@ impl TasCluster {
             s: &snap,
             st: vec![State::default(); snap.domains.len()],
             unconstrained: false,
+            within: None,
         };
         let mut per_pod = ps.requests.clone();
         add(&mut per_pod, &Requests::from([(PODS.to_string(), Amount(1))]), 1);

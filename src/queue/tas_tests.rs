@@ -762,3 +762,187 @@ fn a_node_selector_on_a_level_label_keeps_pods_in_that_domain() {
     ps.node_selector = [("instance".to_string(), "spot".to_string())].into();
     assert!(s.place(&ps, &required(RACK), false, 3).is_ok());
 }
+
+/// A hostname-only placement of `pods` per host, as an admitted slice's assignment names it.
+fn on_hosts(pods: &[(&str, i32)]) -> Placement {
+    Placement {
+        levels: levels(&[HOST]),
+        domains: pods
+            .iter()
+            .map(|(h, n)| DomainAssignment {
+                values: levels(&[h]),
+                count: *n,
+            })
+            .collect(),
+    }
+}
+
+fn domains(p: &Placement) -> Vec<(String, i32)> {
+    p.domains.iter().map(|d| (d.values.join("/"), d.count)).collect()
+}
+
+// Ours: a replacement slice's podset merges the serving cluster's running pods with the pending
+// cluster's new ones (a head without a topology request in a TAS-only ClusterQueue). The running
+// pod is counted on its host, never moved, and only the new pod is placed.
+#[test]
+fn running_pods_of_a_merged_podset_stay_where_they_run_and_only_the_rest_is_placed() {
+    let n = default_nodes();
+    let s = TasSnapshot::new("default", &three(), &n);
+    let mut ps = podset(2, &[("cpu", 1000)]);
+    // Without running pods, two heads go to the hosts with least room first.
+    let fresh = s.place(&ps, &TopologyRequest::default(), true, 2).unwrap();
+    assert!(
+        !domains(&fresh).contains(&("x4".to_string(), 1)),
+        "{:?}",
+        domains(&fresh)
+    );
+    // The serving head runs on x4: it stays counted there.
+    ps.running = Some(on_hosts(&[("x4", 1)]));
+    let p = s.place(&ps, &TopologyRequest::default(), true, 2).unwrap();
+    assert_eq!(p.levels, levels(&[HOST]));
+    let got = domains(&p);
+    assert_eq!(got.iter().map(|(_, c)| c).sum::<i32>(), 2, "{got:?}");
+    assert!(got.contains(&("x4".to_string(), 1)), "{got:?}");
+    // A running pod takes its host's room: x3 holds one pod of 1 cpu, so the new one goes elsewhere.
+    ps.running = Some(on_hosts(&[("x3", 1)]));
+    let got = domains(&s.place(&ps, &TopologyRequest::default(), true, 2).unwrap());
+    assert_eq!(got.iter().filter(|(h, _)| h == "x3").count(), 1, "{got:?}");
+    assert!(got.contains(&("x3".to_string(), 1)), "{got:?}");
+    // All pods running: nothing is placed anew.
+    ps.running = Some(on_hosts(&[("x5", 1), ("x2", 1)]));
+    let got = domains(&s.place(&ps, &TopologyRequest::default(), true, 2).unwrap());
+    assert_eq!(got, want(&[("x5", 1), ("x2", 1)]).unwrap());
+    // More running than the podset holds now: the first ones in assignment order.
+    ps.count = 1;
+    let got = domains(&s.place(&ps, &TopologyRequest::default(), true, 1).unwrap());
+    assert_eq!(got, want(&[("x5", 1)]).unwrap());
+}
+
+// Ours: a cluster asking for one rack, whose running pods an assignment names only by host. The
+// rest joins them in their rack, or the podset does not fit: its running pods never move.
+#[test]
+fn the_rest_of_a_required_podset_joins_its_running_pods_rack_or_waits() {
+    let n = default_nodes();
+    let s = TasSnapshot::new("default", &three(), &n);
+    let mut ps = podset(2, &[("cpu", 1000)]);
+    // Without running pods BestFit picks b2/r2 (x4 holds 2).
+    let fresh = s.place(&ps, &required(RACK), false, 2).unwrap();
+    assert_eq!(domains(&fresh), want(&[("x4", 2)]).unwrap());
+    // One pod runs on x5 (b1/r2): the other goes to x1 or x6 of that rack.
+    ps.running = Some(on_hosts(&[("x5", 1)]));
+    let got = domains(&s.place(&ps, &required(RACK), false, 2).unwrap());
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert!(got.contains(&("x5".to_string(), 1)), "{got:?}");
+    assert!(
+        got.iter().all(|(h, _)| ["x5", "x1", "x6"].contains(&h.as_str())),
+        "{got:?}"
+    );
+    // One pod runs on x3, alone in b1/r1 and full: the other has no room in that rack.
+    ps.running = Some(on_hosts(&[("x3", 1)]));
+    assert_eq!(
+        s.place(&ps, &required(RACK), false, 2),
+        Err(r#"topology "default" doesn't allow to fit any of 1 pod(s). Total nodes: 6; excluded: outside the domain its running pods are in: 5, resource "cpu": 1"#.into())
+    );
+    // Preferred: the rest goes elsewhere rather than wait.
+    let got = domains(&s.place(&ps, &preferred(RACK), false, 2).unwrap());
+    assert!(got.contains(&("x3".to_string(), 1)), "{got:?}");
+    assert_eq!(got.iter().map(|(_, c)| c).sum::<i32>(), 2, "{got:?}");
+}
+
+// Ours: a slices-only podset (slices of 2 in a rack, no podset level) merged across clusters:
+// the serving cluster's slice stays in its rack, the new slice is placed whole.
+#[test]
+fn a_slices_only_podset_keeps_its_running_slice_and_places_the_new_one_whole() {
+    let n = default_nodes();
+    let s = TasSnapshot::new("default", &three(), &n);
+    let mut ps = podset(4, &[("cpu", 1000)]);
+    let req = TopologyRequest {
+        slice_topology: Some(RACK.into()),
+        slice_size: Some(2),
+        ..Default::default()
+    };
+    // Without running pods the rack b1/r2 takes one slice on its first hosts (x1, x5).
+    let fresh = domains(&s.place(&ps, &req, false, 4).unwrap());
+    assert!(!fresh.contains(&("x6".to_string(), 1)), "{fresh:?}");
+    ps.running = Some(on_hosts(&[("x5", 1), ("x6", 1)]));
+    let got = domains(&s.place(&ps, &req, false, 4).unwrap());
+    assert_eq!(got, want(&[("x5", 1), ("x6", 1), ("x4", 2)]).unwrap());
+}
+
+// Ours: the annotation a replacement slice's podset carries reads back, and bad values are refused
+// with the reason, bounded by the podset's count before anything is decoded.
+#[test]
+fn the_running_annotation_round_trips_and_bad_values_are_refused() {
+    use super::super::topology::{parse_running, running_annotation};
+    let p = on_hosts(&[("x5", 2), ("x1", 1)]);
+    assert_eq!(parse_running(&running_annotation(&p), 3), Ok(p.clone()));
+    assert_eq!(
+        parse_running(&running_annotation(&p), 2),
+        Err("holds 3 pods, more than the podset's 2".into())
+    );
+    let huge = r#"{"levels":["kubernetes.io/hostname"],"slices":[{"domainCount":2000000000,"valuesPerLevel":[{"universal":"x"}],"podCounts":{"universal":1}}]}"#;
+    assert_eq!(
+        parse_running(huge, 4),
+        Err("names 2000000000 domains, more than the podset's 4 pods".into())
+    );
+    assert!(
+        parse_running("{", 4)
+            .unwrap_err()
+            .starts_with("not a topologyAssignment")
+    );
+    assert_eq!(
+        parse_running(r#"{"levels":[],"slices":[]}"#, 4),
+        Err("names no levels".into())
+    );
+}
+
+// Ours: a replacement slice's podsets with running pods are placed first, so a new podset listed
+// before them never takes the room their pods hold. Here the new cluster's 3 workers would take
+// b1/r2 (the only rack holding 3) where the serving cluster's 2 workers run: it must wait instead.
+#[test]
+fn podsets_with_running_pods_hold_their_domains_before_new_ones_are_placed() {
+    use crate::queue::model::{FlavorModel, PodSetAssignment, WorkloadModel};
+    let c = TasCluster::new([("default".to_string(), two())].into(), default_nodes());
+    let flavors: BTreeMap<String, FlavorModel> = [(
+        "tas".to_string(),
+        FlavorModel::build("tas").with_topology("default"),
+    )]
+    .into();
+    let mut serving = PodSetModel::build("serving", 2, &[("cpu", 1000)]).with_topology(required(RACK));
+    serving.running = Some(Placement {
+        levels: two(),
+        domains: vec![DomainAssignment {
+            values: levels(&["b1", "r2"]),
+            count: 2,
+        }],
+    });
+    let w = WorkloadModel::build("ns", "second", "cq")
+        .podset(PodSetModel::build("pending", 3, &[("cpu", 1000)]).with_topology(required(RACK)))
+        .podset(serving);
+    let psa = |name: &str, count: i64| PodSetAssignment {
+        name: name.into(),
+        flavors: [("cpu".to_string(), "tas".to_string())].into(),
+        count,
+        ..Default::default()
+    };
+    let mut podsets = vec![psa("pending", 3), psa("serving", 2)];
+    let got = c.place_workload(&flavors, false, &w, &mut podsets, std::iter::empty());
+    assert_eq!(
+        got,
+        Err(r#"couldn't assign flavors to pod set pending: topology "default" allows to fit only 2 out of 3 pod(s)"#.into())
+    );
+    // With the serving cluster's rack left alone, 2 new workers fit beside it in b2/r2.
+    let w = WorkloadModel {
+        podsets: vec![
+            PodSetModel::build("pending", 2, &[("cpu", 1000)]).with_topology(required(RACK)),
+            w.podsets[1].clone(),
+        ],
+        ..w
+    };
+    let mut podsets = vec![psa("pending", 2), psa("serving", 2)];
+    c.place_workload(&flavors, false, &w, &mut podsets, std::iter::empty())
+        .unwrap();
+    let at = |i: usize| podsets[i].topology.as_ref().map(domains);
+    assert_eq!(at(0), Some(want(&[("b2/r2", 2)]).unwrap()));
+    assert_eq!(at(1), Some(want(&[("b1/r2", 2)]).unwrap()));
+}

@@ -1,7 +1,8 @@
 //! The topology parts of the queue's model: a podset's topology request and its placement, below both
 //! the model (`model.rs`) and the topology-aware placement that fills them (`tas.rs`).
 
-use crate::api::kueue::tas::DomainAssignment;
+use crate::api::kueue::TopologyAssignment;
+use crate::api::kueue::tas::{DomainAssignment, decode_assignment, encode_assignment};
 
 /// A podset's topology request (`spec.podSets[].topologyRequest`), the parts placement reads.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
@@ -32,6 +33,69 @@ impl TopologyRequest {
 pub struct Placement {
     pub levels: Vec<String>,
     pub domains: Vec<DomainAssignment>,
+}
+
+impl std::hash::Hash for Placement {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.levels.hash(state);
+        for d in &self.domains {
+            d.values.hash(state);
+            d.count.hash(state);
+        }
+    }
+}
+
+/// Annotation on a podset template of a replacement slice: the podset's pods that already run and
+/// their domains, as a `topologyAssignment` in Kueue's wire form (read from the slice it replaces).
+/// Placement counts those pods where they are and places only the rest (`PodSetModel::running`).
+pub const ANNOTATION_TOPOLOGY_RUNNING: &str = "quotagate.io/topology-running";
+
+/// The value of [`ANNOTATION_TOPOLOGY_RUNNING`] for `running`.
+pub fn running_annotation(running: &Placement) -> String {
+    let ta = encode_assignment(&running.levels, &running.domains);
+    serde_json::to_string(&ta).unwrap_or_default()
+}
+
+/// The running pods [`ANNOTATION_TOPOLOGY_RUNNING`] names on a podset of `count` pods, or why the
+/// value is not one: not a `topologyAssignment`, no levels, more domains or pods than the podset
+/// has, a negative count.
+pub fn parse_running(value: &str, count: i64) -> Result<Placement, String> {
+    let ta: TopologyAssignment =
+        serde_json::from_str(value).map_err(|e| format!("not a topologyAssignment: {e}"))?;
+    if ta.levels.is_empty() {
+        return Err("names no levels".into());
+    }
+    // Bounded before decoding: each domain holds a pod, so a podset has no more domains than pods.
+    let mut domains = 0i64;
+    for (i, slice) in ta.slices.iter().enumerate() {
+        if slice.domain_count < 0 {
+            return Err(format!("slices[{i}].domainCount: must be non-negative"));
+        }
+        domains = domains.saturating_add(i64::from(slice.domain_count));
+    }
+    if domains > count.max(0) {
+        return Err(format!(
+            "names {domains} domains, more than the podset's {count} pods"
+        ));
+    }
+    let domains = decode_assignment(&ta);
+    let mut pods = 0i64;
+    for d in &domains {
+        if d.count < 0 {
+            return Err(format!(
+                "domain {:?}: count must be non-negative",
+                d.values.join("/")
+            ));
+        }
+        pods += i64::from(d.count);
+    }
+    if pods > count {
+        return Err(format!("holds {pods} pods, more than the podset's {count}"));
+    }
+    Ok(Placement {
+        levels: ta.levels,
+        domains,
+    })
 }
 
 impl Placement {

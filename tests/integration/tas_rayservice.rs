@@ -17,6 +17,7 @@ use quotagate::api::kueue::tas::REQUIRED_TOPOLOGY;
 use quotagate::api::kueue::{ClusterQueue, ResourceFlavor, Topology, TopologyLevel, TopologySpec, Workload};
 use quotagate::api::ray::{RayCluster, RayService};
 use quotagate::embedded::sim::{SimConfig, node, nodes};
+use quotagate::queue::topology::{ANNOTATION_TOPOLOGY_RUNNING, parse_running};
 use serde_json::json;
 
 use super::gated::{active, pending, ready};
@@ -376,6 +377,38 @@ async fn a_gated_upgrade_with_a_required_rack_waits_for_one_then_runs_inside_it(
         .filter(|w| !w.is_finished() && !reserved(w))
         .collect();
     assert_eq!(wls.len(), 1, "one pending slice");
+    // Its podsets name the serving cluster's pods where they run: the head (one podset of both
+    // clusters' heads, implied unconstrained in this TAS-only ClusterQueue) and the serving workers.
+    let head_rack = racks_of(&c, &format!("ray.io/cluster={old},ray.io/node-type=head"), 1).await;
+    let mut running: Vec<(i32, Vec<(String, i32)>)> = wls[0]
+        .spec
+        .pod_sets
+        .iter()
+        .filter_map(|p| {
+            let value = p
+                .template
+                .metadata
+                .as_ref()?
+                .annotations
+                .as_ref()?
+                .get(ANNOTATION_TOPOLOGY_RUNNING)?;
+            let placed = parse_running(value, i64::from(p.count())).unwrap();
+            let domains = placed
+                .domains
+                .iter()
+                .map(|d| (d.values.join("/"), d.count))
+                .collect();
+            Some((p.count(), domains))
+        })
+        .collect();
+    running.sort();
+    let rack = |r: &BTreeSet<String>| r.iter().next().cloned().unwrap_or_default();
+    assert_eq!(
+        running,
+        vec![(2, vec![(rack(&head_rack), 1)]), (3, vec![(rack(&serving), 3)])],
+        "the serving head and workers are named where they run: {}",
+        state(&c).await
+    );
     let asks: Vec<Option<String>> = wls[0]
         .spec
         .pod_sets

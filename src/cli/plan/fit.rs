@@ -15,7 +15,7 @@ use crate::api::kueue::constants::label::{QUEUE_NAME, WORKLOAD_SLICE_REPLACEMENT
 use crate::api::kueue::{LocalQueue, LocalQueueSpec, PodSet, Workload, WorkloadSpec};
 use crate::api::ray::RayService;
 use crate::queue::{Explanation, WorkloadKey};
-use crate::rayservice::job::demand::admitted_slice;
+use crate::rayservice::job::demand::{Pins, admitted_slice, pins};
 
 /// LocalQueue the plan's Workload is queued in when `--cluster-queue` names the ClusterQueue.
 pub const PLAN_LOCAL_QUEUE: &str = "quotagate-plan";
@@ -225,6 +225,13 @@ pub fn current_slice(snap: &Snapshot, rs: &RayService) -> Option<WorkloadKey> {
         .map(|w| w.as_ref().clone())
         .collect();
     admitted_slice(&owned).map(key_of)
+}
+
+/// Where the pods of the admitted slice `key` run (`demand::pins`), for the plan's slice that
+/// replaces it.
+pub fn slice_pins(snap: &Snapshot, key: &WorkloadKey) -> Pins {
+    let slice = snap.workloads.iter().find(|w| key_of(w) == *key);
+    pins(slice.map(|w| w.as_ref()))
 }
 
 /// Runs one admission cycle with a Workload of `podsets` added and reports what happened to it,

@@ -240,8 +240,15 @@ pub fn check_against(
     let mut snap = snap.clone();
     let (lq, cq) = fit::queue_of(&mut snap, &from.metadata, cluster_queue)?;
     let replaces = fit::current_slice(&snap, from);
-    let steady = phases::steady(from, "spec")?;
-    let peak = phases::peak(from, to)?;
+    let mut steady = phases::steady(from, "spec")?;
+    let mut peak = phases::peak(from, to)?;
+    // The plan's slice replaces the admitted one: its serving cluster stays where its pods run,
+    // as the upgrade's slice keeps it (`demand::pins`), so the plan places what the admission would.
+    if let Some(key) = replaces.as_ref() {
+        let pins = fit::slice_pins(&snap, key);
+        crate::rayservice::job::demand::pin(&mut steady.podsets, &pins);
+        crate::rayservice::job::demand::pin(&mut peak.podsets, &pins);
+    }
     report.steady.admission = Some(fit::check(
         &snap,
         &from.metadata,

@@ -461,3 +461,69 @@ fn plan_says_whether_the_upgrade_fits_the_topology_not_only_the_quota() {
         "{table}"
     );
 }
+
+/// The admitted slice of `rs` serving alone, with every podset placed in `rack`.
+fn admitted_in(rs: &RayService, rack: &str) -> Workload {
+    let mut b = Workload::build("rs-first", "default").queue(fit::PLAN_LOCAL_QUEUE);
+    for ps in phases::steady(rs, "spec").unwrap().podsets {
+        b = b.podset_spec(ps);
+    }
+    let mut w = b.reserve_quota("cq", "tas-flavor").admitted().build();
+    w.metadata.owner_references = Some(vec![
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            api_version: "ray.io/v1".into(),
+            kind: "RayService".into(),
+            name: "rs".into(),
+            uid: "rs-uid".into(),
+            controller: Some(true),
+            ..Default::default()
+        },
+    ]);
+    let counts: Vec<i32> = w.spec.pod_sets.iter().map(|p| p.count()).collect();
+    let admission = w.status.as_mut().unwrap().admission.as_mut().unwrap();
+    for (psa, n) in admission.pod_set_assignments.iter_mut().zip(counts) {
+        psa.topology_assignment = Some(crate::api::kueue::tas::encode_assignment(
+            &[RACK.to_string()],
+            &[crate::api::kueue::tas::DomainAssignment {
+                values: vec![rack.to_string()],
+                count: n,
+            }],
+        ));
+    }
+    w
+}
+
+/// Issue 65: against a live cluster, `plan` keeps the serving cluster where its pods run, as the
+/// upgrade's slice does (`demand::pins`). Both racks hold 3 workers; placed anew, the serving
+/// workers would go to rack-a (BestFit, ties by name), though they run in rack-b.
+#[test]
+fn plan_against_a_live_cluster_keeps_the_serving_cluster_where_it_runs() {
+    let rs = rack_service(3);
+    let mut snap = racks(2);
+    snap.workloads.push(Arc::new(admitted_in(&rs, "rack-b")));
+    let mut r = compute(&rs, &rs).unwrap();
+    check_against(&mut r, &snap, &rs, &rs, Some("cq"), 1_000).unwrap();
+    assert_eq!(r.replaces.as_deref(), Some("default/rs-first"));
+    let names: Vec<String> = phases::peak(&rs, &rs)
+        .unwrap()
+        .podsets
+        .iter()
+        .filter_map(|p| p.name.clone())
+        .filter(|n| n.starts_with("workers-"))
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    let (serving, pending) = (&names[0], &names[1]);
+    let peak = r.peak.admission.as_ref().unwrap();
+    assert!(peak.admitted, "{peak:?}");
+    let t = peak.topology.as_ref().expect("a topology verdict");
+    assert_eq!(t.placements[serving], vec![("rack-b".to_string(), 3)], "{t:?}");
+    assert_eq!(t.placements[pending], vec![("rack-a".to_string(), 3)], "{t:?}");
+    // Both heads are one podset: the serving one stays counted in rack-b.
+    let heads = &t.placements["head"];
+    assert_eq!(heads.iter().map(|(_, n)| n).sum::<i32>(), 2, "{t:?}");
+    assert!(heads.iter().any(|(r, n)| r == "rack-b" && *n >= 1), "{t:?}");
+    let steady = r.steady.admission.as_ref().unwrap();
+    let t = steady.topology.as_ref().expect("a topology verdict");
+    assert_eq!(t.placements["workers"], vec![("rack-b".to_string(), 3)], "{t:?}");
+    assert_eq!(t.placements["head"], vec![("rack-b".to_string(), 1)], "{t:?}");
+}

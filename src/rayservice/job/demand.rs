@@ -22,6 +22,7 @@ use crate::api::ray::constants as c;
 use crate::jobframework::interface::DemandChange;
 use crate::queue::amount::Amount;
 use crate::queue::requests::pod_requests;
+use crate::queue::topology::{ANNOTATION_TOPOLOGY_RUNNING, Placement, running_annotation};
 use crate::rayservice::cluster::BuildOptions;
 use crate::rayservice::cluster::podsets::{HEAD_PODSET, cluster_podsets};
 
@@ -63,11 +64,20 @@ fn cluster_key(rc: &RayCluster) -> String {
 /// Annotation on a podset template naming the topology level its node selector pins (see [`Pins`]).
 pub const ANNOTATION_TOPOLOGY_PIN: &str = "quotagate.io/topology-pin";
 
-/// Where the pods of an identity already run: its topology level and the domain's value there, read
-/// from the admitted slice's `topologyAssignment`. A replacement slice is placed without the slice it
-/// replaces, so a running cluster's podset in it carries this as a node selector: it is placed where
-/// its pods are, and only the rest of the topology is open to the pending cluster.
-pub type Pins = BTreeMap<QuotaIdentity, (String, String)>;
+/// Where the pods of each identity already run, read from the admitted slice's
+/// `topologyAssignment`. A replacement slice is placed without the slice it replaces, so its
+/// podsets carry this: they are placed where their pods are, and only the rest of the topology is
+/// open to the pending cluster.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Pins {
+    /// Per single-cluster identity: the level its podset asks one domain of and that domain's
+    /// value, when all its pods are in one. Carried as a node selector on that level.
+    pub domains: BTreeMap<QuotaIdentity, (String, String)>,
+    /// Per identity, merged ones (a head, a slices-only group) included: the domains of its pods
+    /// and their counts, at the assignment's levels (a hostname-only one too). Carried as
+    /// [`ANNOTATION_TOPOLOGY_RUNNING`]: placement counts those pods there and places the rest.
+    pub running: BTreeMap<QuotaIdentity, Placement>,
+}
 
 /// Why a demand cannot be computed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -204,12 +214,13 @@ fn short_hash(id: &QuotaIdentity) -> String {
 /// one identity keeps its plain name (`head`, `<group>`); a group with several gets `<group>-<hash>` per
 /// identity. Each template carries the group as `ray.io/group` so the identity can be read back.
 pub fn podsets(children: &[ChildDemand]) -> Result<Vec<PodSet>, DemandError> {
-    podsets_pinned(children, &Pins::new())
+    podsets_pinned(children, &Pins::default())
 }
 
 /// [`podsets`], each carrying its template's topology request, and each identity of `pins` pinned
 /// to the domain its pods run in (a node selector on that level, named by
-/// [`ANNOTATION_TOPOLOGY_PIN`] so the identity reads the same).
+/// [`ANNOTATION_TOPOLOGY_PIN`] so the identity reads the same) and naming where its running pods
+/// are ([`ANNOTATION_TOPOLOGY_RUNNING`], at most the podset's count of them).
 pub fn podsets_pinned(children: &[ChildDemand], pins: &Pins) -> Result<Vec<PodSet>, DemandError> {
     let mut merged: Vec<(QuotaIdentity, i64, PodTemplateSpec)> = Vec::new();
     for child in children {
@@ -240,23 +251,7 @@ pub fn podsets_pinned(children: &[ChildDemand], pins: &Pins) -> Result<Vec<PodSe
             if let Some(cluster) = &id.cluster {
                 labels.insert(LABEL_PODSET_CLUSTER.to_string(), cluster.clone());
             }
-            if let Some((level, value)) = pins.get(id) {
-                let selector = template
-                    .spec
-                    .get_or_insert_with(Default::default)
-                    .node_selector
-                    .get_or_insert_with(BTreeMap::new);
-                // A selector the user wrote on that level already says where the pods are.
-                if !selector.contains_key(level) {
-                    selector.insert(level.clone(), value.clone());
-                    template
-                        .metadata
-                        .get_or_insert_with(Default::default)
-                        .annotations
-                        .get_or_insert_with(BTreeMap::new)
-                        .insert(ANNOTATION_TOPOLOGY_PIN.to_string(), level.clone());
-                }
-            }
+            apply_pins(&mut template, id, *count, pins);
             // The slice asks for the topology the clusters' templates ask for (Kueue's
             // `BuildPodSets` reads it from the same annotations).
             let topology_request = podset_topology_request(template.metadata.as_ref(), None)
@@ -271,6 +266,51 @@ pub fn podsets_pinned(children: &[ChildDemand], pins: &Pins) -> Result<Vec<PodSe
             }
         })
         .collect())
+}
+
+/// Pins the podsets built by [`podsets`] (the plan's, say) as [`podsets_pinned`] does: each
+/// identity of `pins` is kept where its pods run.
+pub fn pin(podsets: &mut [PodSet], pins: &Pins) {
+    for ps in podsets {
+        if let Some(id) = podset_identity(ps) {
+            let count = i64::from(ps.count());
+            apply_pins(&mut ps.template, &id, count, pins);
+        }
+    }
+}
+
+/// The node selector pin and the running pods of identity `id` (`count` pods) on its template.
+fn apply_pins(template: &mut PodTemplateSpec, id: &QuotaIdentity, count: i64, pins: &Pins) {
+    if let Some(running) = pins.running.get(id).map(|r| r.truncated(count))
+        && !running.domains.is_empty()
+    {
+        template
+            .metadata
+            .get_or_insert_with(Default::default)
+            .annotations
+            .get_or_insert_with(BTreeMap::new)
+            .insert(
+                ANNOTATION_TOPOLOGY_RUNNING.to_string(),
+                running_annotation(&running),
+            );
+    }
+    if let Some((level, value)) = pins.domains.get(id) {
+        let selector = template
+            .spec
+            .get_or_insert_with(Default::default)
+            .node_selector
+            .get_or_insert_with(BTreeMap::new);
+        // A selector the user wrote on that level already says where the pods are.
+        if !selector.contains_key(level) {
+            selector.insert(level.clone(), value.clone());
+            template
+                .metadata
+                .get_or_insert_with(Default::default)
+                .annotations
+                .get_or_insert_with(BTreeMap::new)
+                .insert(ANNOTATION_TOPOLOGY_PIN.to_string(), level.clone());
+        }
+    }
 }
 
 /// The quota identity a stored podset stands for (its group from the `ray.io/group` label, else its
@@ -305,11 +345,13 @@ fn podset_identity(ps: &PodSet) -> Option<QuotaIdentity> {
     Some(id)
 }
 
-/// Where the pods of each single-cluster identity of the admitted slice `w` run: the level its
-/// podset asks one domain of and that domain's value, when its `topologyAssignment` names that
-/// level and puts every pod in one domain of it.
+/// Where the pods of each identity of the admitted slice `w` run, from its `topologyAssignment`:
+/// every identity's domains and counts ([`Pins::running`]), and for a single-cluster identity the
+/// level its podset asks one domain of and that domain's value, when the assignment names that
+/// level and puts every pod in one domain of it ([`Pins::domains`]). An assignment naming only
+/// hostnames gives the running pods, not the domain: placement finds that from the hosts.
 pub fn pins(w: Option<&Workload>) -> Pins {
-    let mut out = Pins::new();
+    let mut out = Pins::default();
     let Some(w) = w else {
         return out;
     };
@@ -317,10 +359,7 @@ pub fn pins(w: Option<&Workload>) -> Pins {
         return out;
     };
     for ps in &w.spec.pod_sets {
-        let Some(id) = podset_identity(ps).filter(|id| id.cluster.is_some()) else {
-            continue;
-        };
-        let Some(level) = domain_level(&ps.template) else {
+        let Some(id) = podset_identity(ps) else {
             continue;
         };
         let Some(ta) = admission
@@ -331,18 +370,31 @@ pub fn pins(w: Option<&Workload>) -> Pins {
         else {
             continue;
         };
-        let Some(at) = ta.levels.iter().position(|l| *l == level) else {
-            continue;
-        };
-        let mut values = decode_assignment(ta)
+        let domains: Vec<_> = decode_assignment(ta)
             .into_iter()
             .filter(|d| d.count > 0)
-            .filter_map(|d| d.values.get(at).cloned());
-        if let Some(first) = values.next()
-            && values.all(|v| v == first)
-        {
-            out.insert(id, (level, first));
+            .collect();
+        if domains.is_empty() {
+            continue;
         }
+        let pin = domain_level(&ps.template)
+            .filter(|_| id.cluster.is_some())
+            .and_then(|level| {
+                let at = ta.levels.iter().position(|l| *l == level)?;
+                let mut values = domains.iter().filter_map(|d| d.values.get(at));
+                let first = values.next()?;
+                values.all(|v| v == first).then(|| (level, first.clone()))
+            });
+        if let Some(pin) = pin {
+            out.domains.insert(id.clone(), pin);
+        }
+        out.running.insert(
+            id,
+            Placement {
+                levels: ta.levels.clone(),
+                domains,
+            },
+        );
     }
     out
 }
@@ -576,3 +628,7 @@ pub fn allowed_by_requests(admitted: Option<&[PodSet]>, child: &ChildDemand) -> 
         })
         .collect()
 }
+
+#[cfg(test)]
+#[path = "demand_tests.rs"]
+mod tests;
