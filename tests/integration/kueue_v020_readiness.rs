@@ -147,48 +147,7 @@ async fn kueue_15402_unscheduled_timeout_evicts_a_batch_job_that_fits_no_node() 
         },
     )
     .await;
-    if condition(&w, condition::EVICTED).is_none_or(|e| e.0 != "True") {
-        assert_eq!(
-            condition(&w, condition::PODS_SCHEDULED),
-            cond(
-                "False",
-                reason::WAIT_FOR_SCHEDULING,
-                "At least one required pod is not scheduled"
-            )
-        );
-    }
-    let w = wait_for(&c.workloads(), &name, "evicted by the PodsReady timeout", |w| {
-        condition(w, condition::EVICTED).is_some_and(|e| e.0 == "True" && e.1 == reason::PODS_READY_TIMEOUT)
-    })
-    .await;
-    assert!(
-        started.elapsed() < Duration::from_secs(45),
-        "evicted by the unscheduledTimeout, not the timeout ({:?})",
-        started.elapsed()
-    );
-    assert_eq!(
-        condition(&w, condition::EVICTED).unwrap().2,
-        format!("Exceeded the PodsReady timeout default/{name}")
-    );
-    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(c.client.clone(), "default");
-    let mut seen = false;
-    for _ in 0..100 {
-        seen = events
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .iter()
-            .any(|e| {
-                e.reason.as_deref() == Some("EvictedDueToPodsReadyTimeoutDueToWaitForScheduling")
-                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name.as_str())
-            });
-        if seen {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(seen, "the eviction event names WaitForScheduling");
+    evicted_by_the_unscheduled_timeout(&c, &w, &name, started).await;
     wait_for(&jobs, "big", "suspended", |j| {
         j.spec.as_ref().and_then(|s| s.suspend) == Some(true)
     })
@@ -305,33 +264,7 @@ async fn kueue_15402_unscheduled_timeout_evicts_a_rayjob_whose_worker_fits_no_no
             || condition(w, condition::EVICTED).is_some_and(|e| e.0 == "True")
     })
     .await;
-    if condition(&w, condition::EVICTED).is_none_or(|e| e.0 != "True") {
-        assert_eq!(
-            condition(&w, condition::PODS_SCHEDULED),
-            cond(
-                "False",
-                reason::WAIT_FOR_SCHEDULING,
-                "At least one required pod is not scheduled"
-            )
-        );
-    }
-    let w = wait_for(&c.workloads(), &name, "evicted by the PodsReady timeout", |w| {
-        condition(w, condition::EVICTED).is_some_and(|e| e.0 == "True" && e.1 == reason::PODS_READY_TIMEOUT)
-    })
-    .await;
-    assert!(
-        started.elapsed() < Duration::from_secs(45),
-        "evicted by the unscheduledTimeout, not the timeout ({:?})",
-        started.elapsed()
-    );
-    assert_eq!(
-        condition(&w, condition::EVICTED).unwrap().2,
-        format!("Exceeded the PodsReady timeout default/{name}")
-    );
-    assert!(
-        eviction_event(&c, &name).await,
-        "the eviction event names WaitForScheduling"
-    );
+    evicted_by_the_unscheduled_timeout(&c, &w, &name, started).await;
     wait_for(&jobs, "big", "suspended", |j| j.spec.suspend == Some(true)).await;
     c.quota.assert_safe();
 }
@@ -417,6 +350,44 @@ async fn wait_for_pod(pods: &Api<Pod>, selector: &str, ok: impl Fn(&Pod) -> bool
 
 /// Whether the event `EvictedDueToPodsReadyTimeoutDueToWaitForScheduling` names Workload `name`
 /// within five seconds.
+/// After `w` was seen waiting for scheduling (or already evicted): `PodsScheduled=False` while not
+/// evicted, then evicted with Kueue's PodsReady timeout reason and message well before the 60 s
+/// `timeout` (so by the `unscheduledTimeout`), and the eviction's event naming WaitForScheduling.
+async fn evicted_by_the_unscheduled_timeout(
+    c: &Cluster,
+    w: &Workload,
+    name: &str,
+    started: std::time::Instant,
+) {
+    if condition(w, condition::EVICTED).is_none_or(|e| e.0 != "True") {
+        assert_eq!(
+            condition(w, condition::PODS_SCHEDULED),
+            cond(
+                "False",
+                reason::WAIT_FOR_SCHEDULING,
+                "At least one required pod is not scheduled"
+            )
+        );
+    }
+    let w = wait_for(&c.workloads(), name, "evicted by the PodsReady timeout", |w| {
+        condition(w, condition::EVICTED).is_some_and(|e| e.0 == "True" && e.1 == reason::PODS_READY_TIMEOUT)
+    })
+    .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(45),
+        "evicted by the unscheduledTimeout, not the timeout ({:?})",
+        started.elapsed()
+    );
+    assert_eq!(
+        condition(&w, condition::EVICTED).unwrap().2,
+        format!("Exceeded the PodsReady timeout default/{name}")
+    );
+    assert!(
+        eviction_event(c, name).await,
+        "the eviction event names WaitForScheduling"
+    );
+}
+
 async fn eviction_event(c: &Cluster, name: &str) -> bool {
     let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(c.client.clone(), "default");
     for _ in 0..100 {
