@@ -13,7 +13,7 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use quotagate::api::kueue::builders::ClusterQueueBuilder;
 use quotagate::api::kueue::constants::{condition, label};
@@ -561,4 +561,41 @@ pub(crate) async fn managed_job(m: &Cluster, name: &str, secs: u32) -> String {
     .unwrap();
     let created = jobs.create(&PostParams::default(), &job).await.unwrap();
     workload_name_for_job(&BatchJob::new(created), NameLength::Long).unwrap()
+}
+
+/// Kueue's `BreakConnection`: `worker`'s kubeconfig names no server that answers, and the manager's
+/// MultiKueueCluster `name`, touched so it reconnects, shows `Active=False`. Returns the kubeconfig
+/// that [`restore_connection`] puts back.
+pub(crate) async fn break_connection(m: &Cluster, name: &str, worker: &Worker) -> Vec<u8> {
+    let good = std::fs::read(&worker.kubeconfig).unwrap();
+    let text = String::from_utf8(good.clone()).unwrap();
+    let broken: String = text
+        .lines()
+        .map(|l| match l.split_once("server: ") {
+            Some((indent, _)) => format!("{indent}server: https://127.0.0.1:1\n"),
+            None => format!("{l}\n"),
+        })
+        .collect();
+    assert_ne!(broken, text, "the kubeconfig names its server");
+    std::fs::write(&worker.kubeconfig, broken).unwrap();
+    touch_and_wait(m, name, "broken", "False").await;
+    good
+}
+
+/// The connection back: `good` (from [`break_connection`]) written again, `Active=True`.
+pub(crate) async fn restore_connection(m: &Cluster, name: &str, worker: &Worker, good: Vec<u8>) {
+    std::fs::write(&worker.kubeconfig, good).unwrap();
+    touch_and_wait(m, name, "restored", "True").await;
+}
+
+async fn touch_and_wait(m: &Cluster, name: &str, touch: &str, active_status: &str) {
+    let mkcs: Api<MultiKueueCluster> = Api::all(m.client.clone());
+    let patch = serde_json::json!({"metadata": {"annotations": {"test/touch": touch}}});
+    mkcs.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    wait_for(&mkcs, name, &format!("Active={active_status}"), |c| {
+        active(c).is_some_and(|(s, _)| s == active_status)
+    })
+    .await;
 }

@@ -6,13 +6,15 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::batch::v1::Job;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use quotagate::api::kueue::constants::condition;
 use quotagate::api::kueue::multikueue::ORIGIN_LABEL;
-use quotagate::api::kueue::{AdmissionCheckState, CheckState, MultiKueueCluster, Workload};
+use quotagate::api::kueue::{AdmissionCheckState, CheckState, Workload};
 use quotagate::multikueue::Dispatcher;
 
-use crate::multikueue::{active, managed_job, manager, mk_settings, register, worker};
+use crate::multikueue::{
+    break_connection, managed_job, manager, mk_settings, register, restore_connection, worker,
+};
 use crate::support::*;
 
 fn check(w: &Workload) -> Option<&AdmissionCheckState> {
@@ -273,26 +275,7 @@ async fn the_garbage_collector_removes_copies_whose_workload_is_gone() {
         .unwrap();
 
     // BreakConnection: the kubeconfig names no server that answers; the cluster reconnects.
-    let good = std::fs::read(&w1.kubeconfig).unwrap();
-    let text = String::from_utf8(good.clone()).unwrap();
-    let broken: String = text
-        .lines()
-        .map(|l| match l.split_once("server: ") {
-            Some((indent, _)) => format!("{indent}server: https://127.0.0.1:1\n"),
-            None => format!("{l}\n"),
-        })
-        .collect();
-    assert_ne!(broken, text, "the kubeconfig names its server");
-    std::fs::write(&w1.kubeconfig, broken).unwrap();
-    let mkcs: Api<MultiKueueCluster> = Api::all(m.client.clone());
-    let touch = |n: u32| serde_json::json!({"metadata": {"annotations": {"test/touch": n.to_string()}}});
-    mkcs.patch("worker1", &PatchParams::default(), &Patch::Merge(&touch(1)))
-        .await
-        .unwrap();
-    wait_for(&mkcs, "worker1", "disconnected", |c| {
-        active(c).is_some_and(|(s, _)| s == "False")
-    })
-    .await;
+    let good = break_connection(&m, "worker1", &w1).await;
 
     // The manager's Job and Workload are deleted, after any collection pass begun while the worker
     // was connected (whose client, unlike a dead worker's, still answers) has ended.
@@ -311,14 +294,7 @@ async fn the_garbage_collector_removes_copies_whose_workload_is_gone() {
     assert!(remote_jobs.get_opt("job").await.unwrap().is_some());
 
     // The connection comes back: the collector removes the copy and its job.
-    std::fs::write(&w1.kubeconfig, good).unwrap();
-    mkcs.patch("worker1", &PatchParams::default(), &Patch::Merge(&touch(2)))
-        .await
-        .unwrap();
-    wait_for(&mkcs, "worker1", "reconnected", |c| {
-        active(c).is_some_and(|(s, _)| s == "True")
-    })
-    .await;
+    restore_connection(&m, "worker1", &w1, good).await;
     wait_gone(&w1.cluster.workloads(), &wl_name).await;
     wait_gone(&remote_jobs, "job").await;
     // Two more collections: another manager's copy is still there.

@@ -13,7 +13,6 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use quotagate::api::kueue::config::{Frameworks, PodsReadyConfig};
 use quotagate::api::kueue::constants::{condition, label};
-use quotagate::api::kueue::multikueue::MultiKueueCluster;
 use quotagate::api::kueue::multikueue::ORIGIN_LABEL;
 use quotagate::api::kueue::{CheckState, ClusterQueue, ResourceFlavor, Workload};
 use quotagate::api::pod as p;
@@ -24,7 +23,9 @@ use quotagate::jobs::pod::PodJob;
 use quotagate::wiring::manager::MultiKueueSettings;
 use tokio_util::sync::CancellationToken;
 
-use crate::multikueue::{Worker, active, mk_settings, record_workload_names, register};
+use crate::multikueue::{
+    Worker, break_connection, mk_settings, record_workload_names, register, restore_connection,
+};
 use crate::support::*;
 
 fn frameworks() -> Frameworks {
@@ -488,26 +489,7 @@ async fn the_garbage_collector_removes_an_orphaned_groups_pods() {
     );
 
     // BreakConnection: the kubeconfig names no server that answers; the cluster reconnects.
-    let good = std::fs::read(&w1.kubeconfig).unwrap();
-    let text = String::from_utf8(good.clone()).unwrap();
-    let broken: String = text
-        .lines()
-        .map(|l| match l.split_once("server: ") {
-            Some((indent, _)) => format!("{indent}server: https://127.0.0.1:1\n"),
-            None => format!("{l}\n"),
-        })
-        .collect();
-    assert_ne!(broken, text, "the kubeconfig names its server");
-    std::fs::write(&w1.kubeconfig, broken).unwrap();
-    let mkcs: Api<MultiKueueCluster> = Api::all(m.client.clone());
-    let touch = |n: u32| serde_json::json!({"metadata": {"annotations": {"test/touch": n.to_string()}}});
-    mkcs.patch("worker1", &PatchParams::default(), &Patch::Merge(&touch(1)))
-        .await
-        .unwrap();
-    wait_for(&mkcs, "worker1", "disconnected", |c| {
-        active(c).is_some_and(|(s, _)| s == "False")
-    })
-    .await;
+    let good = break_connection(&m, "worker1", &w1).await;
     // Any collection pass begun while the worker was connected has ended.
     tokio::time::sleep(Duration::from_millis(1500)).await;
 
@@ -542,14 +524,7 @@ async fn the_garbage_collector_removes_an_orphaned_groups_pods() {
     }
 
     // The connection comes back: the collector removes the copy and every Pod of the group.
-    std::fs::write(&w1.kubeconfig, good).unwrap();
-    mkcs.patch("worker1", &PatchParams::default(), &Patch::Merge(&touch(2)))
-        .await
-        .unwrap();
-    wait_for(&mkcs, "worker1", "reconnected", |c| {
-        active(c).is_some_and(|(s, _)| s == "True")
-    })
-    .await;
+    restore_connection(&m, "worker1", &w1, good).await;
     wait_gone(&w1.cluster.workloads(), "orph").await;
     for name in members {
         wait_going(&w1_pods, name).await;
