@@ -520,26 +520,40 @@ impl<'a> Walk<'a> {
         }
     }
 
-    /// What changed from `old` to `new` (`Compare`).
+    /// What changed from `old` to `new` (`Compare`). `metadata.managedFields` is never compared: no
+    /// manager owns it, and a write's own list is not a change of the object.
     pub fn compare(&self, old: &Value, new: &Value, shape: Shape<'a>) -> Comparison {
         let mut c = Comparison::default();
         self.cmp(Some(old), Some(new), shape, &mut Vec::new(), &mut c, true);
         c
     }
 
-    fn cmp(
+    fn cmp<'v>(
         &self,
-        l: Option<&Value>,
-        r: Option<&Value>,
+        l: Option<&'v Value>,
+        r: Option<&'v Value>,
         shape: Shape<'a>,
         path: &mut Vec<Pe>,
         c: &mut Comparison,
         top: bool,
     ) {
-        let (lc, rc) = (
-            l.map(|v| self.children(v, shape, top)),
-            r.map(|v| self.children(v, shape, top)),
-        );
+        // Equal values hold no change: one comparison in place instead of a walk that names each
+        // field (most writes change a few fields of a large object).
+        if let (Some(lv), Some(rv)) = (l, r)
+            && lv == rv
+        {
+            return;
+        }
+        let at_meta = matches!(path.as_slice(), [Pe::Field(f)] if f == "metadata");
+        let children = |v: &'v Value| {
+            self.children(v, shape, top).map(|mut kids| {
+                if at_meta {
+                    kids.retain(|(pe, _, _)| !matches!(pe, Pe::Field(f) if f == "managedFields"));
+                }
+                kids
+            })
+        };
+        let (lc, rc) = (l.map(children), r.map(children));
         match (l, r) {
             (Some(lv), Some(rv)) => match (lc.flatten(), rc.flatten()) {
                 (Some(lk), Some(rk)) => {

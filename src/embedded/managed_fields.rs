@@ -337,17 +337,41 @@ pub fn update(
         return new.pointer("/metadata/managedFields").cloned();
     }
     let ctx = Ctx::new(info, w);
-    let start = match stored(new) {
-        Stored::Cleared => return None,
-        Stored::Entries(e) if !w.status && !e.is_empty() => e,
-        _ => entries(live),
+    // A `/status` write's own list is never read: only whether it clears the field.
+    let start = if w.status {
+        if cleared(new) {
+            return None;
+        }
+        entries(live)
+    } else {
+        match stored(new) {
+            Stored::Cleared => return None,
+            Stored::Entries(e) if !e.is_empty() => e,
+            _ => entries(live),
+        }
     };
     // An existing object without managed fields is not tracked by updates.
     if start.is_empty() && live.is_some() {
         return None;
     }
-    let live = typed(info, live.map_or(json!({}), bare));
-    encode(ctx.record_update(start, &live, &typed(info, bare(new)), now))
+    let empty = json!({});
+    let live = live.unwrap_or(&empty);
+    // The walk never looks at `metadata.managedFields`, so a custom resource is compared as stored;
+    // a built-in one as its Go struct sees it, which takes a copy.
+    let list = if info.is_crd {
+        ctx.record_update(start, live, new, now)
+    } else {
+        ctx.record_update(start, &typed(info, bare(live)), &typed(info, bare(new)), now)
+    };
+    encode(list)
+}
+
+/// `stored(obj)` is `Stored::Cleared`, decided without reading the entries.
+fn cleared(obj: &Value) -> bool {
+    matches!(
+        obj.pointer("/metadata/managedFields"),
+        Some(Value::Array(items)) if items.iter().all(|i| i.as_object().is_some_and(Map::is_empty))
+    )
 }
 
 /// Server-side apply of `config` to `live` (`None`: the object is created). Returns the object to store
@@ -554,22 +578,57 @@ fn conflict_error(mut conflicts: Vec<(&Entry, Vec<Vec<Pe>>)>) -> ApiError {
     err
 }
 
-/// Whether two objects differ only in their managed fields' timestamps (kube-apiserver then writes
-/// nothing: a re-apply of the same config is a no-op).
+/// Whether two objects differ only in their `resourceVersion` and their managed fields' timestamps
+/// (kube-apiserver then writes nothing: a re-apply of the same config is a no-op). Compared in place:
+/// every write asks, so it copies nothing.
 pub fn same_but_times(a: &Value, b: &Value) -> bool {
-    use super::meta::same_content;
-    let untimed = |v: &Value| {
-        let mut v = v.clone();
-        if let Some(Value::Array(list)) = v.pointer_mut("/metadata/managedFields") {
-            for e in list {
-                if let Some(o) = e.as_object_mut() {
-                    o.remove("time");
-                }
-            }
-        }
-        v
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
+        return a == b;
     };
-    same_content(&untimed(a), &untimed(b))
+    fn meta<'m>(v: Option<&'m Value>, empty: &'m Map<String, Value>) -> Option<&'m Map<String, Value>> {
+        v.map_or(Some(empty), Value::as_object)
+    }
+    let empty = Map::new();
+    let same_meta = match (meta(a.get("metadata"), &empty), meta(b.get("metadata"), &empty)) {
+        (Some(x), Some(y)) => same_except(x, y, "resourceVersion", |k, p, q| {
+            if k == "managedFields" {
+                same_entries_but_times(p, q)
+            } else {
+                p == q
+            }
+        }),
+        _ => a.get("metadata") == b.get("metadata"),
+    };
+    same_meta && same_except(a, b, "metadata", |_, p, q| p == q)
+}
+
+/// Two maps hold the same keys and, by `same`, values, leaving out `skip`.
+fn same_except(
+    a: &Map<String, Value>,
+    b: &Map<String, Value>,
+    skip: &str,
+    same: impl Fn(&str, &Value, &Value) -> bool,
+) -> bool {
+    let count = |m: &Map<String, Value>| m.len() - usize::from(m.contains_key(skip));
+    count(a) == count(b)
+        && a.iter()
+            .filter(|(k, _)| k.as_str() != skip)
+            .all(|(k, v)| b.get(k).is_some_and(|w| same(k, v, w)))
+}
+
+fn same_entries_but_times(a: &Value, b: &Value) -> bool {
+    match (a.as_array(), b.as_array()) {
+        (Some(x), Some(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .zip(y)
+                    .all(|(p, q)| match (p.as_object(), q.as_object()) {
+                        (Some(p), Some(q)) => same_except(p, q, "time", |_, v, w| v == w),
+                        _ => p == q,
+                    })
+        }
+        _ => a == b,
+    }
 }
 
 #[cfg(test)]

@@ -98,19 +98,19 @@ pub fn tracks_generation(info: &ResourceInfo) -> bool {
         )
 }
 
-/// The parts of an object whose change bumps `generation`: everything but metadata, and status too
-/// when a status subresource exists.
-fn spec_view(info: &ResourceInfo, obj: &Value) -> Value {
-    let mut v = obj.clone();
-    if let Some(o) = v.as_object_mut() {
-        o.remove("metadata");
-        o.remove("apiVersion");
-        o.remove("kind");
-        if info.has_status {
-            o.remove("status");
-        }
-    }
-    v
+/// Whether `a` and `b` agree on the parts of an object whose change bumps `generation`: everything but
+/// metadata, and status too when a status subresource exists. Compared in place, without copies.
+fn same_spec_view(info: &ResourceInfo, a: &Value, b: &Value) -> bool {
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
+        return a == b;
+    };
+    let outside =
+        |k: &str| matches!(k, "metadata" | "apiVersion" | "kind") || (info.has_status && k == "status");
+    let count = |m: &Map<String, Value>| m.keys().filter(|k| !outside(k)).count();
+    count(a) == count(b)
+        && a.iter()
+            .filter(|(k, _)| !outside(k))
+            .all(|(k, v)| b.get(k) == Some(v))
 }
 
 /// Fields a client may not set: stamped by the server on create.
@@ -308,29 +308,19 @@ fn reencode_bytes(info: &ResourceInfo, obj: &mut Value) {
 /// The object to store for an update of `old` by `new`: a main-resource write keeps the stored status
 /// (when a status subresource exists), a `/status` write keeps everything but status. System metadata
 /// always comes from `old`; `generation` is bumped when the spec view changed.
-pub fn prepare_update(info: &ResourceInfo, old: &Value, new: &Value, status_write: bool) -> Value {
+pub fn prepare_update(info: &ResourceInfo, old: &Value, new: Value, status_write: bool) -> Value {
     let mut out = if status_write {
-        let mut o = old.clone();
-        if let Some(obj) = o.as_object_mut() {
-            match new.get("status") {
-                Some(s) => {
-                    obj.insert("status".into(), s.clone());
-                }
-                None => {
-                    obj.remove("status");
-                }
-            }
-        }
-        o
+        status_onto(old, new)
     } else {
-        let mut n = new.clone();
+        let mut n = new;
         if let Some(obj) = n.as_object_mut()
             && info.has_status
         {
             match old.get("status") {
-                Some(s) => {
+                Some(s) if obj.get("status") != Some(s) => {
                     obj.insert("status".into(), s.clone());
                 }
+                Some(_) => {}
                 None => {
                     obj.remove("status");
                 }
@@ -342,7 +332,8 @@ pub fn prepare_update(info: &ResourceInfo, old: &Value, new: &Value, status_writ
         o.insert("apiVersion".into(), json!(info.api_version()));
         o.insert("kind".into(), json!(info.kind));
     }
-    let old_meta = meta(old).cloned().unwrap_or_default();
+    let no_meta = Map::new();
+    let old_meta = meta(old).unwrap_or(&no_meta);
     let m = meta_mut(&mut out);
     for f in [
         "name",
@@ -381,11 +372,48 @@ pub fn prepare_update(info: &ResourceInfo, old: &Value, new: &Value, status_writ
     };
     let annotations_changed =
         info.group == "apps" && info.plural == "deployments" && annotations(old) != annotations(&out);
-    if tracks_generation(info) && (spec_view(info, old) != spec_view(info, &out) || annotations_changed) {
+    if tracks_generation(info) && (!same_spec_view(info, old, &out) || annotations_changed) {
         let g = old_meta.get("generation").and_then(Value::as_i64).unwrap_or(0);
         meta_mut(&mut out).insert("generation".into(), json!(g + 1));
     }
     out
+}
+
+/// `old` with `new`'s status: what a `/status` write stores. `new` is reused when it already holds
+/// `old`'s other fields (a status patch, or a PUT of the object as read), so the common write copies
+/// nothing but what differs.
+fn status_onto(old: &Value, new: Value) -> Value {
+    let (Some(o), Some(n)) = (old.as_object(), new.as_object()) else {
+        return old.clone();
+    };
+    let others = |m: &Map<String, Value>| m.keys().filter(|k| *k != "status").count();
+    let same_keys = others(o) == others(n)
+        && o.keys()
+            .filter(|k| *k != "status")
+            .eq(n.keys().filter(|k| *k != "status"));
+    if !same_keys {
+        let mut out = old.clone();
+        if let Some(obj) = out.as_object_mut() {
+            match n.get("status") {
+                Some(s) => {
+                    obj.insert("status".into(), s.clone());
+                }
+                None => {
+                    obj.remove("status");
+                }
+            }
+        }
+        return out;
+    }
+    let mut new = new;
+    if let Some(n) = new.as_object_mut() {
+        for (k, v) in o {
+            if k != "status" && n.get(k) != Some(v) {
+                n.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    new
 }
 
 /// The name rule of a kind, as the real API server's registry strategies choose it.
@@ -536,16 +564,6 @@ pub fn check_identity(info: &ResourceInfo, old: &Value, new: &Value) -> Result<(
     Ok(())
 }
 
-/// Equal apart from `resourceVersion`: such an update is a no-op (no new RV, no event).
-pub fn same_content(a: &Value, b: &Value) -> bool {
-    let strip = |v: &Value| {
-        let mut v = v.clone();
-        meta_mut(&mut v).remove("resourceVersion");
-        v
-    };
-    strip(a) == strip(b)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -619,7 +637,7 @@ mod tests {
             ),
         ];
         for (i, (has_status, status_write, new, x, s, g)) in cases.into_iter().enumerate() {
-            let out = prepare_update(&crd(has_status), &base(), &new, status_write);
+            let out = prepare_update(&crd(has_status), &base(), new.clone(), status_write);
             assert_eq!(
                 out.pointer("/spec/x").and_then(Value::as_i64),
                 Some(x),
@@ -668,14 +686,14 @@ mod tests {
         let scaled = prepare_update(
             &jobs,
             &o,
-            &json!({"metadata": {"name": "j"}, "spec": {"parallelism": 3}}),
+            json!({"metadata": {"name": "j"}, "spec": {"parallelism": 3}}),
             false,
         );
         assert_eq!(scaled.pointer("/metadata/generation"), Some(&json!(2)));
         let status = prepare_update(
             &jobs,
             &scaled,
-            &json!({"metadata": {"name": "j"}, "spec": {"parallelism": 3}, "status": {"active": 3}}),
+            json!({"metadata": {"name": "j"}, "spec": {"parallelism": 3}, "status": {"active": 3}}),
             true,
         );
         assert_eq!(status.pointer("/metadata/generation"), Some(&json!(2)));
@@ -698,21 +716,21 @@ mod tests {
         let labelled = prepare_update(
             &deployments,
             &o,
-            &json!({"metadata": {"name": "d", "labels": {"a": "b"}, "annotations": {}}, "spec": {"replicas": 1}}),
+            json!({"metadata": {"name": "d", "labels": {"a": "b"}, "annotations": {}}, "spec": {"replicas": 1}}),
             false,
         );
         assert_eq!(labelled.pointer("/metadata/generation"), Some(&json!(1)));
         let annotated = prepare_update(
             &deployments,
             &labelled,
-            &json!({"metadata": {"name": "d", "annotations": {"note": "x"}}, "spec": {"replicas": 1}}),
+            json!({"metadata": {"name": "d", "annotations": {"note": "x"}}, "spec": {"replicas": 1}}),
             false,
         );
         assert_eq!(annotated.pointer("/metadata/generation"), Some(&json!(2)));
         let image = prepare_update(
             &deployments,
             &annotated,
-            &json!({"metadata": {"name": "d", "annotations": {"note": "x"}}, "spec": {"replicas": 2}}),
+            json!({"metadata": {"name": "d", "annotations": {"note": "x"}}, "spec": {"replicas": 2}}),
             false,
         );
         assert_eq!(image.pointer("/metadata/generation"), Some(&json!(3)));
@@ -730,7 +748,7 @@ mod tests {
         let out = prepare_update(
             &secrets,
             &o,
-            &json!({"metadata": {"name": "s"}, "stringData": {"c": "z"}}),
+            json!({"metadata": {"name": "s"}, "stringData": {"c": "z"}}),
             false,
         );
         assert_eq!(out["data"], json!({"c": "eg=="}));

@@ -1386,7 +1386,7 @@ impl Store {
     ) -> Result<Arc<Value>, ApiError> {
         super::refusals::string_maps(info, &new)?;
         super::refusals::quantities(info, &new)?;
-        let mut next = meta::prepare_update(info, old, &new, status);
+        let mut next = meta::prepare_update(info, old, new, status);
         if !status && is_service(info) {
             let taken = inner.services_taken(Some(old));
             service_alloc::on_update(old, &mut next, &taken)
