@@ -883,8 +883,9 @@ async fn kubectl_works_under_a_reconnecting_flood_of_bare_sockets() {
 }
 
 /// Issue 60: the in-process reflectors (the manager's, the simulators') get lists and watches
-/// without `metadata.managedFields`, which are half a cached pod; kubectl, over TCP, gets them in a
-/// list as from kube-apiserver, and a GET keeps them for both.
+/// without `metadata.managedFields`, which are half a cached pod, and so do the in-process writes'
+/// answers (issue 62); kubectl, over TCP, gets them in a list as from kube-apiserver, and a GET
+/// keeps them for both.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_process_lists_and_watches_leave_out_managed_fields_and_kubectls_keep_them() {
     use futures::StreamExt;
@@ -916,6 +917,25 @@ async fn in_process_lists_and_watches_leave_out_managed_fields_and_kubectls_keep
     assert!(
         got.metadata.managed_fields.is_some(),
         "an in-process GET keeps them"
+    );
+    let patched = api
+        .patch(
+            "mf",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(serde_json::json!({"data": {"c": "d"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        patched.metadata.managed_fields, None,
+        "an in-process write's answer"
+    );
+    assert_eq!(patched.data.as_ref().unwrap()["c"], "d");
+    let got = api.get("mf").await.unwrap();
+    assert!(
+        got.metadata.managed_fields.as_ref().is_some_and(|m| m.len() >= 2),
+        "the write was tracked, and a GET shows it: {:?}",
+        got.metadata.managed_fields
     );
     let list = api.list(&ListParams::default()).await.unwrap();
     let mf = list
