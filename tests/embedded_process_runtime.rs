@@ -342,6 +342,34 @@ fn runtime_flag_refusals_name_the_problem() {
         err.contains("--ray-venv /nonexistent/venv: no bin/ray there (run scripts/install-ray.sh)"),
         "{err}"
     );
+    // A Ray under /tmp: every pod has a /tmp of its own, so its processes could not see it.
+    let tmp_venv = std::path::PathBuf::from(format!("/tmp/qg-rt-venv-{}", std::process::id()));
+    std::fs::create_dir_all(tmp_venv.join("bin")).unwrap();
+    std::fs::write(tmp_venv.join("bin/ray"), "").unwrap();
+    let out = Command::new(qg)
+        .args([
+            "apiserver",
+            "--listen",
+            "127.0.0.1:0",
+            "--runtime",
+            "process",
+            "--ray-venv",
+        ])
+        .arg(&tmp_venv)
+        .arg("--kubeconfig-out")
+        .arg(&kc)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&tmp_venv);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "--ray-venv {}: under /tmp, which every pod replaces with a /tmp of its own",
+            tmp_venv.display()
+        )),
+        "{err}"
+    );
     let out = Command::new(qg)
         .args(["run", "--embedded", "--runtime", "docker"])
         .output()

@@ -76,6 +76,10 @@ impl Default for ProcessConfig {
 pub enum ProcessError {
     #[error("--ray-venv {0}: no bin/ray there (run scripts/install-ray.sh)")]
     NoRay(PathBuf),
+    #[error(
+        "--ray-venv {0}: under /tmp, which every pod replaces with a /tmp of its own, so no pod could run Ray from there; install it elsewhere (scripts/install-ray.sh installs it in the checkout)"
+    )]
+    UnderTmp(PathBuf),
     #[error("the process runtime needs network namespaces (root and iproute2's `ip`): {0}")]
     Net(#[from] net::NetError),
     #[error("{path}: {source}")]
@@ -186,6 +190,12 @@ impl ProcessRuntime {
                 return Err(ProcessError::NoRay(cfg.ray_venv.clone()));
             }
             tracing::warn!(ray = %venv.display(), "process runtime: no Ray there; rayproject/ray containers will fail to start (run scripts/install-ray.sh)");
+        }
+        // A pod's processes see their own /tmp (`launch.rs`), so a Ray kept under the host's is out
+        // of their sight: the head would start and never answer its probes.
+        let seen = std::fs::canonicalize(&venv).unwrap_or_else(|_| venv.clone());
+        if cfg.ray && seen.starts_with("/tmp") {
+            return Err(ProcessError::UnderTmp(cfg.ray_venv.clone()));
         }
         net::available()?;
         let host = Host::claim(&cfg.state_dir)?;
