@@ -322,22 +322,26 @@ fn runtime_flag_refusals_name_the_problem() {
         "{err}"
     );
     let kc = std::env::temp_dir().join(format!("qg-rt-flag-{}.kubeconfig", std::process::id()));
-    let out = Command::new(qg)
-        .args([
-            "apiserver",
-            "--listen",
-            "127.0.0.1:0",
-            "--runtime",
-            "process",
-            "--ray-venv",
-            "/nonexistent/venv",
-            "--kubeconfig-out",
-        ])
-        .arg(&kc)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    // `apiserver --runtime process --ray-venv VENV` refused; its stderr.
+    let refused_venv = |venv: &std::path::Path| {
+        let out = Command::new(qg)
+            .args([
+                "apiserver",
+                "--listen",
+                "127.0.0.1:0",
+                "--runtime",
+                "process",
+                "--ray-venv",
+            ])
+            .arg(venv)
+            .arg("--kubeconfig-out")
+            .arg(&kc)
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = refused_venv("/nonexistent/venv".as_ref());
     assert!(
         err.contains("--ray-venv /nonexistent/venv: no bin/ray there (run scripts/install-ray.sh)"),
         "{err}"
@@ -346,23 +350,8 @@ fn runtime_flag_refusals_name_the_problem() {
     let tmp_venv = std::path::PathBuf::from(format!("/tmp/qg-rt-venv-{}", std::process::id()));
     std::fs::create_dir_all(tmp_venv.join("bin")).unwrap();
     std::fs::write(tmp_venv.join("bin/ray"), "").unwrap();
-    let out = Command::new(qg)
-        .args([
-            "apiserver",
-            "--listen",
-            "127.0.0.1:0",
-            "--runtime",
-            "process",
-            "--ray-venv",
-        ])
-        .arg(&tmp_venv)
-        .arg("--kubeconfig-out")
-        .arg(&kc)
-        .output()
-        .unwrap();
+    let err = refused_venv(&tmp_venv);
     let _ = std::fs::remove_dir_all(&tmp_venv);
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains(&format!(
             "--ray-venv {}: under /tmp, which every pod replaces with a /tmp of its own",
