@@ -28,6 +28,7 @@ use serde_json::{Map, Value, json};
 
 use super::error::{ApiError, Cause};
 use super::fieldset::{Pe, Set, Shape, Walk, path_string};
+use super::meta::same_except;
 use super::registry::ResourceInfo;
 
 /// Who writes, as the request names it.
@@ -151,9 +152,7 @@ enum Stored {
 fn stored(obj: &Value) -> Stored {
     match obj.pointer("/metadata/managedFields") {
         None | Some(Value::Null) => Stored::Absent,
-        Some(Value::Array(items)) if items.iter().all(|i| i.as_object().is_some_and(Map::is_empty)) => {
-            Stored::Cleared
-        }
+        Some(Value::Array(_)) if cleared(obj) => Stored::Cleared,
         Some(Value::Array(items)) => items
             .iter()
             .map(Entry::from_value)
@@ -366,7 +365,8 @@ pub fn update(
     encode(list)
 }
 
-/// `stored(obj)` is `Stored::Cleared`, decided without reading the entries.
+/// An empty list, or entries that are all empty: the client clears the field. Decided without
+/// reading the entries.
 fn cleared(obj: &Value) -> bool {
     matches!(
         obj.pointer("/metadata/managedFields"),
@@ -590,30 +590,21 @@ pub fn same_but_times(a: &Value, b: &Value) -> bool {
     }
     let empty = Map::new();
     let same_meta = match (meta(a.get("metadata"), &empty), meta(b.get("metadata"), &empty)) {
-        (Some(x), Some(y)) => same_except(x, y, "resourceVersion", |k, p, q| {
-            if k == "managedFields" {
-                same_entries_but_times(p, q)
-            } else {
-                p == q
-            }
-        }),
+        (Some(x), Some(y)) => same_except(
+            x,
+            y,
+            |k| k == "resourceVersion",
+            |k, p, q| {
+                if k == "managedFields" {
+                    same_entries_but_times(p, q)
+                } else {
+                    p == q
+                }
+            },
+        ),
         _ => a.get("metadata") == b.get("metadata"),
     };
-    same_meta && same_except(a, b, "metadata", |_, p, q| p == q)
-}
-
-/// Two maps hold the same keys and, by `same`, values, leaving out `skip`.
-fn same_except(
-    a: &Map<String, Value>,
-    b: &Map<String, Value>,
-    skip: &str,
-    same: impl Fn(&str, &Value, &Value) -> bool,
-) -> bool {
-    let count = |m: &Map<String, Value>| m.len() - usize::from(m.contains_key(skip));
-    count(a) == count(b)
-        && a.iter()
-            .filter(|(k, _)| k.as_str() != skip)
-            .all(|(k, v)| b.get(k).is_some_and(|w| same(k, v, w)))
+    same_meta && same_except(a, b, |k| k == "metadata", |_, p, q| p == q)
 }
 
 fn same_entries_but_times(a: &Value, b: &Value) -> bool {
@@ -623,7 +614,7 @@ fn same_entries_but_times(a: &Value, b: &Value) -> bool {
                 && x.iter()
                     .zip(y)
                     .all(|(p, q)| match (p.as_object(), q.as_object()) {
-                        (Some(p), Some(q)) => same_except(p, q, "time", |_, v, w| v == w),
+                        (Some(p), Some(q)) => same_except(p, q, |k| k == "time", |_, v, w| v == w),
                         _ => p == q,
                     })
         }

@@ -106,11 +106,21 @@ fn same_spec_view(info: &ResourceInfo, a: &Value, b: &Value) -> bool {
     };
     let outside =
         |k: &str| matches!(k, "metadata" | "apiVersion" | "kind") || (info.has_status && k == "status");
-    let count = |m: &Map<String, Value>| m.keys().filter(|k| !outside(k)).count();
+    same_except(a, b, outside, |_, v, w| v == w)
+}
+
+/// Two maps hold the same keys and, by `same`, values, leaving out the keys `skip` names.
+pub(super) fn same_except(
+    a: &Map<String, Value>,
+    b: &Map<String, Value>,
+    skip: impl Fn(&str) -> bool,
+    same: impl Fn(&str, &Value, &Value) -> bool,
+) -> bool {
+    let count = |m: &Map<String, Value>| m.keys().filter(|k| !skip(k)).count();
     count(a) == count(b)
         && a.iter()
-            .filter(|(k, _)| !outside(k))
-            .all(|(k, v)| b.get(k) == Some(v))
+            .filter(|(k, _)| !skip(k))
+            .all(|(k, v)| b.get(k).is_some_and(|w| same(k, v, w)))
 }
 
 /// Fields a client may not set: stamped by the server on create.
