@@ -369,3 +369,29 @@ fn runtime_flag_refusals_name_the_problem() {
     );
     let _ = std::fs::remove_file(kc);
 }
+
+/// quotagate's own image runs as this machine's quotagate binary; one under the host's /tmp is out of
+/// every pod's sight (each has a /tmp of its own), so `node-agent --runtime process` refuses it.
+#[test]
+fn a_quotagate_binary_under_tmp_is_refused_naming_why() {
+    use quotagate::embedded::sim::process::seen_by_pods;
+    let qg = std::path::Path::new(env!("CARGO_BIN_EXE_quotagate"));
+    let dir = std::path::PathBuf::from(format!("/tmp/qg-rt-bin-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let copy = dir.join("quotagate");
+    std::fs::write(&copy, "").unwrap();
+    let err = seen_by_pods(&copy)
+        .map(|()| String::new())
+        .unwrap_or_else(|e| e.to_string());
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        err.contains(&format!(
+            "this quotagate binary, {}, is under /tmp, which every pod replaces with a /tmp of its own",
+            copy.display()
+        )),
+        "{err}"
+    );
+    if !qg.canonicalize().unwrap().starts_with("/tmp") {
+        assert!(seen_by_pods(qg).is_ok(), "the build's own binary is seen");
+    }
+}

@@ -269,7 +269,7 @@ async fn process_runtime(
     args: &NodeAgentArgs,
     ray: bool,
 ) -> anyhow::Result<std::sync::Arc<crate::embedded::sim::process::ProcessRuntime>> {
-    use crate::embedded::sim::process::{ProcessConfig, ProcessRuntime, missing};
+    use crate::embedded::sim::process::{ProcessConfig, ProcessRuntime, missing, seen_by_pods};
     let config = match &args.kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)
@@ -289,6 +289,7 @@ async fn process_runtime(
         ),
     };
     let bin = std::env::current_exe().map_err(|e| anyhow::anyhow!("this quotagate binary: {e}"))?;
+    seen_by_pods(&bin).map_err(|e| anyhow::anyhow!("--runtime {}: {e}", runtime_name(args.runtime)))?;
     let cfg = ProcessConfig {
         ray_venv: args.ray_venv.clone(),
         quotagate: Some(bin),

@@ -80,6 +80,10 @@ pub enum ProcessError {
         "--ray-venv {0}: under /tmp, which every pod replaces with a /tmp of its own, so no pod could run Ray from there; install it elsewhere (scripts/install-ray.sh installs it in the checkout)"
     )]
     UnderTmp(PathBuf),
+    #[error(
+        "this quotagate binary, {0}, is under /tmp, which every pod replaces with a /tmp of its own, so no pod of quotagate's image could run it; build or copy it elsewhere"
+    )]
+    BinaryUnderTmp(PathBuf),
     #[error("the process runtime needs network namespaces (root and iproute2's `ip`): {0}")]
     Net(#[from] net::NetError),
     #[error("{path}: {source}")]
@@ -178,6 +182,16 @@ pub fn missing(cfg: &ProcessConfig) -> Vec<String> {
     out
 }
 
+/// Refuses a quotagate binary that pods of quotagate's image could not see: one under the host's
+/// /tmp, which each pod's own /tmp hides (`launch.rs`).
+pub fn seen_by_pods(bin: &std::path::Path) -> Result<(), ProcessError> {
+    let seen = std::fs::canonicalize(bin).unwrap_or_else(|_| bin.to_path_buf());
+    if seen.starts_with("/tmp") {
+        return Err(ProcessError::BinaryUnderTmp(bin.to_path_buf()));
+    }
+    Ok(())
+}
+
 impl ProcessRuntime {
     /// Checks the venv, claims a pod network (removing what crashed runs left) and brings it up.
     pub fn start(cfg: ProcessConfig) -> Result<Arc<ProcessRuntime>, ProcessError> {
@@ -196,6 +210,9 @@ impl ProcessRuntime {
         let seen = std::fs::canonicalize(&venv).unwrap_or_else(|_| venv.clone());
         if cfg.ray && seen.starts_with("/tmp") {
             return Err(ProcessError::UnderTmp(cfg.ray_venv.clone()));
+        }
+        if let Some(bin) = &cfg.quotagate {
+            seen_by_pods(bin)?;
         }
         net::available()?;
         let host = Host::claim(&cfg.state_dir)?;
