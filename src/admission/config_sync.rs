@@ -150,27 +150,14 @@ fn tas_cluster(snap: &Snapshot, errors: &mut BTreeMap<String, String>) -> queue:
     if !tas {
         return queue::tas::TasCluster::default();
     }
-    let topologies = snap
-        .topologies
-        .iter()
-        .map(|t| {
-            let levels = t.spec.levels.iter().map(|l| l.node_label.clone()).collect();
-            (t.metadata.name.clone().unwrap_or_default(), levels)
-        })
-        .collect();
-    let mut nodes = Vec::new();
-    for n in &snap.nodes {
-        match queue::convert::tas_node(n) {
-            Ok(node) => nodes.push(node),
-            Err(e) => {
-                errors.insert(
-                    format!("Node {}", n.metadata.name.as_deref().unwrap_or_default()),
-                    e.to_string(),
-                );
-            }
-        }
+    let (cluster, failed) = queue::convert::tas_cluster(
+        snap.topologies.iter().map(|t| &**t),
+        snap.nodes.iter().map(|n| &**n),
+    );
+    for (name, e) in failed {
+        errors.insert(format!("Node {name}"), e.to_string());
     }
-    queue::tas::TasCluster::new(topologies, nodes)
+    cluster
 }
 
 /// Takes one configuration object into the core when its version changed; a conversion or model

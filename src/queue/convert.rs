@@ -13,7 +13,7 @@ use super::model::{
 };
 use super::model::{PodSetModel, Requirement, SelectorOp, Taint, TaintEffect, Toleration};
 use super::requests::pod_requests;
-use super::tas::{Placement, TasNode, TopologyRequest};
+use super::tas::{Placement, TasCluster, TasNode, TopologyRequest};
 use crate::api::kueue;
 use crate::api::quantity::{Quantity, resource_value};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as K8sQuantity;
@@ -432,6 +432,30 @@ pub fn tas_node(n: &k8s_openapi::api::core::v1::Node) -> Result<TasNode, QueueEr
         taints,
         schedulable: ready && !cordoned,
     })
+}
+
+/// What TAS knows of the cluster: each Topology's levels by name, and the Nodes. A Node that does not
+/// convert is left out and returned with its name and why.
+pub fn tas_cluster<'a>(
+    topologies: impl IntoIterator<Item = &'a kueue::Topology>,
+    nodes: impl IntoIterator<Item = &'a k8s_openapi::api::core::v1::Node>,
+) -> (TasCluster, Vec<(String, QueueError)>) {
+    let topologies = topologies
+        .into_iter()
+        .map(|t| {
+            let levels = t.spec.levels.iter().map(|l| l.node_label.clone()).collect();
+            (t.metadata.name.clone().unwrap_or_default(), levels)
+        })
+        .collect();
+    let mut ok = Vec::new();
+    let mut failed = Vec::new();
+    for n in nodes {
+        match tas_node(n) {
+            Ok(node) => ok.push(node),
+            Err(e) => failed.push((n.metadata.name.clone().unwrap_or_default(), e)),
+        }
+    }
+    (TasCluster::new(topologies, ok), failed)
 }
 
 /// The running pods a replacement slice's podset names (`ANNOTATION_TOPOLOGY_RUNNING`), if any.

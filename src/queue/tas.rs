@@ -55,6 +55,8 @@ struct Leaf {
     domain: usize,
     /// Allocatable summed over the leaf's nodes.
     free: Requests,
+    /// Its nodes' names (for the web view; placement reads none).
+    nodes: Vec<String>,
     /// Only for a hostname leaf (one node): what the scheduler's filters read.
     labels: BTreeMap<String, String>,
     taints: Vec<Taint>,
@@ -64,6 +66,18 @@ struct Leaf {
 struct State {
     pods: i64,
     slices: i64,
+}
+
+/// One leaf domain as [`TasSnapshot::leaves`] shows it.
+#[derive(Clone, Copy, Debug)]
+pub struct LeafCapacity<'a> {
+    /// Its label values from the top level down.
+    pub values: &'a [String],
+    pub nodes: &'a [String],
+    /// Summed over its nodes, `pods` included.
+    pub allocatable: &'a Requests,
+    /// What admitted assignments hold there, one `pods` per pod included.
+    pub held: &'a Requests,
 }
 
 /// One flavor's topology: its domain tree (shared, built once per set of Nodes) and the usage on it.
@@ -271,6 +285,7 @@ impl TasTree {
             };
             let leaf = &mut s.leaves[leaf];
             add(&mut leaf.free, &node.allocatable, 1);
+            leaf.nodes.push(node.name.clone());
             if lowest_is_host {
                 leaf.labels = node.labels.clone();
                 leaf.taints = node.taints.clone();
@@ -318,6 +333,23 @@ impl TasSnapshot {
                 );
             }
         }
+    }
+
+    /// Every leaf domain in domain order, with its nodes, allocatable and what is held there.
+    pub fn leaves(&self) -> impl Iterator<Item = LeafCapacity<'_>> {
+        self.leaf_index.iter().map(|(values, l)| LeafCapacity {
+            values,
+            nodes: &self.leaves[*l].nodes,
+            allocatable: &self.leaves[*l].free,
+            held: &self.usage[*l],
+        })
+    }
+
+    /// The values at every level of the leaf domain that a placement's domain names (all levels, or
+    /// the hostname alone); `None` when it is not in the tree.
+    pub fn leaf_values(&self, levels: &[String], values: &[String]) -> Option<&[String]> {
+        let l = self.leaf_of(levels, values)?;
+        Some(&self.domains[self.leaves[l].domain].values)
     }
 
     /// Free capacity per leaf domain (its values at every level) after the admitted usage.
@@ -830,7 +862,7 @@ impl TasCluster {
 
     /// The snapshot of a TAS flavor: its Topology over the Nodes carrying the flavor's node labels,
     /// with what `admitted` podsets placed in this flavor hold.
-    fn snapshot<'a>(
+    pub fn snapshot<'a>(
         &self,
         flavor: &FlavorModel,
         topology: &str,

@@ -366,6 +366,39 @@ fn nodes_filtered_out_are_counted_in_the_message() {
     );
 }
 
+// Ours: what a reader outside placement (the web view) sees of each leaf: its nodes, allocatable
+// and what an admitted hostname-only assignment holds there, found by its host.
+#[test]
+fn leaves_show_nodes_allocatable_and_what_is_held() {
+    let mut s = TasSnapshot::new("default", &three(), &default_nodes());
+    let held = Placement {
+        levels: levels(&[HOST]),
+        domains: vec![DomainAssignment {
+            values: levels(&["x1"]),
+            count: 2,
+        }],
+    };
+    assert_eq!(
+        s.leaf_values(&held.levels, &held.domains[0].values),
+        Some(&levels(&["b1", "r2", "x1"])[..])
+    );
+    assert_eq!(s.leaf_values(&held.levels, &levels(&["gone"])), None);
+    s.add_usage(&held, &Requests::from([("cpu".to_string(), Amount(300))]));
+    let x1 = s
+        .leaves()
+        .find(|l| l.values == levels(&["b1", "r2", "x1"]))
+        .unwrap();
+    assert_eq!(x1.nodes, ["b1-r2-x1"]);
+    assert_eq!(x1.allocatable["cpu"], Amount(1000));
+    assert_eq!((x1.held["cpu"], x1.held[PODS]), (Amount(600), Amount(2)));
+    assert_eq!(s.leaves().count(), 6);
+    assert!(
+        s.leaves()
+            .filter(|l| l.values[2] != "x1")
+            .all(|l| l.held.is_empty())
+    );
+}
+
 // Ours: what admitted assignments hold is not free for the next one (Kueue's `addTASUsage`).
 #[test]
 fn admitted_usage_takes_room_from_its_domains() {

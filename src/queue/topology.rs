@@ -65,19 +65,7 @@ pub fn parse_running(value: &str, count: i64) -> Result<Placement, String> {
     if ta.levels.is_empty() {
         return Err("names no levels".into());
     }
-    // Bounded before decoding: each domain holds a pod, so a podset has no more domains than pods.
-    let mut domains = 0i64;
-    for (i, slice) in ta.slices.iter().enumerate() {
-        if slice.domain_count < 0 {
-            return Err(format!("slices[{i}].domainCount: must be non-negative"));
-        }
-        domains = domains.saturating_add(i64::from(slice.domain_count));
-    }
-    if domains > count.max(0) {
-        return Err(format!(
-            "names {domains} domains, more than the podset's {count} pods"
-        ));
-    }
+    check_domain_count(&ta, count)?;
     let domains = decode_assignment(&ta);
     let mut pods = 0i64;
     for d in &domains {
@@ -96,6 +84,25 @@ pub fn parse_running(value: &str, count: i64) -> Result<Placement, String> {
         levels: ta.levels,
         domains,
     })
+}
+
+/// Whether `ta` names at most `count` domains, checked before decoding it: each domain holds a pod,
+/// so a podset of `count` pods has no more, and a decoder must not allocate what a count written
+/// into a status claims.
+pub fn check_domain_count(ta: &TopologyAssignment, count: i64) -> Result<(), String> {
+    let mut domains = 0i64;
+    for (i, slice) in ta.slices.iter().enumerate() {
+        if slice.domain_count < 0 {
+            return Err(format!("slices[{i}].domainCount: must be non-negative"));
+        }
+        domains = domains.saturating_add(i64::from(slice.domain_count));
+    }
+    if domains > count.max(0) {
+        return Err(format!(
+            "names {domains} domains, more than the podset's {count} pods"
+        ));
+    }
+    Ok(())
 }
 
 impl Placement {

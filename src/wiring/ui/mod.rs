@@ -1,12 +1,13 @@
 //! The web view (`--ui-addr`): ClusterQueues and cohorts with usage bars, the workloads of each queue
-//! in queue order and why a pending one waits, and RayServices with their quota gate and traffic
-//! chart; every object's YAML on click.
+//! in queue order and why a pending one waits, the Topology domains of TAS flavors, and RayServices
+//! with their quota gate and traffic chart; every object's YAML on click.
 //!
 //! It reads the manager's own watch caches (plus its own Ray and Event watchers, started once per
 //! process): one render loop turns them into HTML when a resource version changed, and every
 //! browser gets that HTML over server-sent events. A browser never causes an API request. The page
 //! and its assets are compiled into the binary; nothing is fetched from the internet.
 
+mod domains;
 mod model;
 mod server;
 pub mod shortfall;

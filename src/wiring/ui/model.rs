@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt;
 use kube::runtime::reflector::Store;
@@ -15,7 +16,7 @@ use kube::runtime::reflector::Store;
 use crate::api::conditions;
 use crate::api::kueue::multikueue::{CLUSTER_ACTIVE, MULTIKUEUE_CONTROLLER_NAME, MultiKueueCluster};
 use crate::api::kueue::{
-    AdmissionCheck, CheckState, ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Workload,
+    AdmissionCheck, CheckState, ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Topology, Workload,
 };
 use crate::api::ray::{RayCluster, RayJob, RayService};
 
@@ -41,6 +42,8 @@ pub struct Stores {
     pub ray_jobs: Store<RayJob>,
     pub admission_checks: Store<AdmissionCheck>,
     pub multikueue_clusters: Store<MultiKueueCluster>,
+    pub topologies: Store<Topology>,
+    pub nodes: Store<Node>,
     pub events: EventLog,
 }
 
@@ -58,6 +61,9 @@ pub struct Snapshot {
     pub admission_checks: Vec<Arc<AdmissionCheck>>,
     /// The manager's MultiKueue worker clusters (none on a cluster without MultiKueue).
     pub multikueue_clusters: Vec<Arc<MultiKueueCluster>>,
+    /// For the Topology domains (see `domains.rs`).
+    pub topologies: Vec<Arc<Topology>>,
+    pub nodes: Vec<Arc<Node>>,
     /// Recent Events by (kind, namespace, name) of the object they regard.
     pub events: HashMap<ObjectKey, Vec<EventLine>>,
     /// Traffic history by RayService (namespace, name).
@@ -88,6 +94,8 @@ impl Stores {
             ray_jobs: sorted(&self.ray_jobs),
             admission_checks: sorted(&self.admission_checks),
             multikueue_clusters: sorted(&self.multikueue_clusters),
+            topologies: sorted(&self.topologies),
+            nodes: sorted(&self.nodes),
             events: self.events.lines(),
             history: history.points.clone(),
             events_unavailable: self.events.unavailable(),
@@ -118,6 +126,12 @@ impl Snapshot {
         versions(&self.ray_jobs, &mut h);
         versions(&self.admission_checks, &mut h);
         versions(&self.multikueue_clusters, &mut h);
+        versions(&self.topologies, &mut h);
+        // Not by resource version: a Node's status heartbeats would redraw the page for nothing.
+        self.nodes.len().hash(&mut h);
+        for n in &self.nodes {
+            hash_node(n, &mut h);
+        }
         let mut events: Vec<(&ObjectKey, &Vec<EventLine>)> = self.events.iter().collect();
         events.sort_by_key(|(k, _)| *k);
         for (k, lines) in events {
@@ -129,6 +143,24 @@ impl Snapshot {
         self.events_unavailable.hash(&mut h);
         h.finish()
     }
+}
+
+/// Hashes what the view shows of a Node: its name, labels, allocatable, and whether it takes pods
+/// (cordoned, Ready), which decide its domain and capacity.
+fn hash_node(n: &Node, h: &mut impl std::hash::Hasher) {
+    use std::hash::Hash;
+    let status = n.status.as_ref();
+    n.metadata.name.hash(h);
+    n.metadata.labels.hash(h);
+    for (r, q) in status.and_then(|s| s.allocatable.as_ref()).into_iter().flatten() {
+        (r, &q.0).hash(h);
+    }
+    n.spec.as_ref().and_then(|s| s.unschedulable).hash(h);
+    status
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+        .map(|c| &c.status)
+        .hash(h);
 }
 
 /// Where a Workload with a MultiKueue check is, as the manager recorded it.

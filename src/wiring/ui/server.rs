@@ -119,6 +119,8 @@ pub fn spawn(
         ray_jobs: reflect(Api::all(client.clone()), &mut tasks),
         admission_checks: caches.admission_checks.clone(),
         multikueue_clusters: reflect_unless_absent(Api::all(client.clone()), &mut tasks),
+        topologies: caches.topologies.clone(),
+        nodes: caches.nodes.clone(),
         events,
     };
     let (tx, rx) = watch::channel(Arc::new(String::new()));
@@ -291,6 +293,8 @@ async fn yaml(State(st): State<AppState>, Query(r): Query<ObjectRef>) -> Respons
         "RayJob" => find(&s.ray_jobs, &r),
         "MultiKueueCluster" => find(&s.multikueue_clusters, &r),
         "AdmissionCheck" => find(&s.admission_checks, &r),
+        "Topology" => find(&s.topologies, &r),
+        "Node" => find(&s.nodes, &r),
         _ => {
             return (
                 StatusCode::BAD_REQUEST,

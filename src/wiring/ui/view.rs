@@ -1,7 +1,8 @@
 //! The page body as server-rendered HTML, a pure function of a [`Snapshot`]: the quota tree with usage
 //! bars, the workloads of each ClusterQueue in queue order (with the MultiKueue worker each runs on),
-//! the MultiKueue worker clusters, and the RayServices with their gate and traffic chart (in
-//! [`rayservice`]). Every string from the cluster goes through [`esc`].
+//! the MultiKueue worker clusters, the Topology domains of TAS flavors (in [`domains`]), and the
+//! RayServices with their gate and traffic chart (in [`rayservice`]). Every string from the cluster
+//! goes through [`esc`].
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write;
@@ -542,6 +543,7 @@ pub fn body(snap: &Snapshot, now: f64) -> String {
     if !rows.is_empty() {
         s.push_str(&workers_section(&rows));
     }
+    s.push_str(&domains::domains_section(snap));
     s.push_str("<section><h2>RayServices</h2>");
     if let Some(why) = &snap.events_unavailable {
         let _ = write!(s, "<div class=\"note\">{}</div>", esc(why));
@@ -557,6 +559,7 @@ pub fn body(snap: &Snapshot, now: f64) -> String {
     s
 }
 
+mod domains;
 mod rayjob;
 mod rayservice;
 

@@ -375,3 +375,102 @@ fn shows_the_multikueue_workers_and_where_each_workload_runs() {
     assert!(!html.contains("MultiKueue workers"), "{html}");
     assert!(!html.contains("on worker"), "{html}");
 }
+
+/// Issue 65's "a web view of domains": a TAS flavor's Topology levels, its hosts under their rack,
+/// each host's free room after what the admitted Workload's topology assignment holds there, the
+/// Workload named where its pods are; strings escaped; no section without a TAS flavor.
+#[test]
+fn shows_the_topology_domains_of_a_tas_flavor() {
+    const RACK: &str = "cloud.com/topology-rack";
+    const HOST: &str = "kubernetes.io/hostname";
+    let node = |rack: &str, host: &str| {
+        mk_object(json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": host, "labels": {RACK: rack, HOST: host}},
+            "status": {"allocatable": {"cpu": "4", "pods": "110"}, "conditions": [{"type": "Ready", "status": "True"}]}}))
+    };
+    let flavor = |name: &str, topology: Option<&str>| {
+        mk_object(
+            json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": name},
+            "spec": topology.map_or(json!({}), |t| json!({"topologyName": t}))}),
+        )
+    };
+    let admitted: Arc<Workload> = mk_object(
+        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+        "metadata": {"name": "train", "namespace": "ns"},
+        "spec": {"queueName": "lq", "podSets": [{"name": "main", "count": 2, "template": {"spec": {"containers": [
+            {"name": "c", "resources": {"requests": {"cpu": "1500m"}}}]}}}]},
+        "status": {"admission": {"clusterQueue": "cq", "podSetAssignments": [{"name": "main", "count": 2,
+                "flavors": {"cpu": "tas"}, "resourceUsage": {"cpu": "3"},
+                "topologyAssignment": {"levels": [HOST], "slices": [{"domainCount": 1,
+                    "valuesPerLevel": [{"universal": "h2"}], "podCounts": {"universal": 2}}]}}]},
+            "conditions": [{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "",
+                "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}),
+    );
+    let snap = Snapshot {
+        cluster_queues: vec![Arc::new(cq("cq", None, "8", "3"))],
+        flavors: vec![flavor("<i>plain</i>", None), flavor("tas", Some("default"))],
+        topologies: vec![mk_object(
+            json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology", "metadata": {"name": "default"},
+            "spec": {"levels": [{"nodeLabel": RACK}, {"nodeLabel": HOST}]}}),
+        )],
+        nodes: vec![
+            node("r1", "h1"),
+            node("r1", "h2"),
+            node("r2", "h3"),
+            node("r2", "h4"),
+        ],
+        workloads: vec![admitted],
+        ..Default::default()
+    };
+    let html = body(&snap, 0.0);
+    assert!(html.contains("<h2>Topology domains</h2>"), "{html}");
+    assert!(
+        html.contains("levels <code>cloud.com/topology-rack</code> › <code>kubernetes.io/hostname</code>"),
+        "{html}"
+    );
+    let row = |domain: &str| {
+        let at = html
+            .find(&format!("data-domain=\"{domain}\""))
+            .unwrap_or_else(|| panic!("no row for {domain}: {html}"));
+        html[at..].split("</tr>").next().unwrap().to_string()
+    };
+    assert!(row("r1/h2").contains("data-free=\"1\""), "{}", row("r1/h2"));
+    assert!(row("r1/h2").contains("<b>1</b> · 3 / 4"), "{}", row("r1/h2"));
+    assert!(
+        row("r1/h2").contains("yaml?kind=Workload&amp;ns=ns&amp;name=train"),
+        "{}",
+        row("r1/h2")
+    );
+    assert!(row("r1/h1").contains("data-free=\"4\""), "{}", row("r1/h1"));
+    assert!(row("r2/h3").contains("none"), "{}", row("r2/h3"));
+    let r1 = html
+        .find("cloud.com/topology-rack <b>r1</b>")
+        .expect("a heading per rack");
+    let r2 = html
+        .find("cloud.com/topology-rack <b>r2</b>")
+        .expect("a heading per rack");
+    assert!(
+        r1 < html.find("data-domain=\"r1/h1\"").unwrap() && r2 > html.find("data-domain=\"r1/h2\"").unwrap()
+    );
+    assert!(
+        html.contains("ResourceFlavors without a topology: &lt;i&gt;plain&lt;/i&gt;"),
+        "{html}"
+    );
+    assert!(!html.contains("<i>plain"), "{html}");
+
+    // The Topology's Nodes gone: one line says so.
+    let empty = Snapshot {
+        nodes: vec![],
+        ..snap.clone()
+    };
+    let html = body(&empty, 0.0);
+    assert!(html.contains("no Node is in this topology"), "{html}");
+    assert!(!html.contains("data-domain="), "{html}");
+
+    // No flavor names a topology: no section.
+    let plain = Snapshot {
+        flavors: vec![flavor("plain", None)],
+        ..snap
+    };
+    assert!(!body(&plain, 0.0).contains("Topology domains"));
+}

@@ -1,0 +1,172 @@
+//! The Topology domains section: per TAS ResourceFlavor its Topology's levels and one row per
+//! lowest-level domain under headings for the domains above it, with free, held and allocatable per
+//! resource and the admitted Workloads placed there (the model is `ui/domains.rs`).
+
+use std::fmt::Write as _;
+
+use kube::ResourceExt;
+
+use super::{esc, obj_link, qty};
+use crate::wiring::ui::domains::{DomainRow, FlavorDomains, domains};
+use crate::wiring::ui::model::Snapshot;
+
+/// Flavors without a topology named in the section's last line.
+const PLAIN_FLAVORS: usize = 20;
+
+/// The section, or nothing when no ResourceFlavor names a Topology.
+pub(super) fn domains_section(snap: &Snapshot) -> String {
+    let flavors = domains(snap);
+    if flavors.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from("<section><h2>Topology domains</h2>");
+    for f in &flavors {
+        flavor_card(f, &mut s);
+    }
+    let plain: Vec<String> = snap
+        .flavors
+        .iter()
+        .map(|f| f.name_any())
+        .filter(|n| !flavors.iter().any(|f| f.flavor == *n))
+        .collect();
+    if !plain.is_empty() {
+        let mut names: Vec<String> = plain.iter().take(PLAIN_FLAVORS).map(|n| esc(n)).collect();
+        if plain.len() > PLAIN_FLAVORS {
+            names.push(format!("and {} more", plain.len() - PLAIN_FLAVORS));
+        }
+        let _ = write!(
+            s,
+            "<div class=\"note\">ResourceFlavors without a topology: {}</div>",
+            names.join(", ")
+        );
+    }
+    s.push_str("</section>");
+    s
+}
+
+fn flavor_card(f: &FlavorDomains, s: &mut String) {
+    let levels: Vec<String> = f
+        .levels
+        .iter()
+        .map(|l| format!("<code>{}</code>", esc(l)))
+        .collect();
+    let _ = write!(
+        s,
+        "<div class=\"topo\" data-flavor=\"{}\" data-topology=\"{}\"><div class=\"head\">ResourceFlavor {} · Topology {}{}</div>",
+        esc(&f.flavor),
+        esc(&f.topology),
+        obj_link("ResourceFlavor", "", &f.flavor),
+        if f.levels.is_empty() {
+            esc(&f.topology)
+        } else {
+            obj_link("Topology", "", &f.topology)
+        },
+        if levels.is_empty() {
+            String::new()
+        } else {
+            format!(" <span class=\"note\">levels {}</span>", levels.join(" › "))
+        }
+    );
+    if let Some(note) = &f.note {
+        let _ = write!(s, "<div class=\"empty\">{}</div></div>", esc(note));
+        return;
+    }
+    s.push_str("<table class=\"domains\"><tr><th>Domain</th><th>Nodes</th>");
+    for r in &f.resources {
+        let _ = write!(
+            s,
+            "<th>{}<br><span class=\"note\">free · held / allocatable</span></th>",
+            esc(r)
+        );
+    }
+    s.push_str("<th>Workloads with pods there</th></tr>");
+    let columns = f.resources.len() + 3;
+    let mut previous: Option<&DomainRow> = None;
+    for row in &f.rows {
+        headings(f, previous, row, columns, s);
+        domain_row(f, row, s);
+        previous = Some(row);
+    }
+    if f.rows_total > f.rows.len() {
+        let _ = write!(
+            s,
+            "<tr class=\"more\"><td colspan=\"{columns}\">and {} more domains not shown</td></tr>",
+            f.rows_total - f.rows.len()
+        );
+    }
+    s.push_str("</table></div>");
+}
+
+/// A heading row for each domain above the lowest level that `row` enters.
+fn headings(
+    f: &FlavorDomains,
+    previous: Option<&DomainRow>,
+    row: &DomainRow,
+    columns: usize,
+    s: &mut String,
+) {
+    let above = row.values.len().saturating_sub(1);
+    let same = previous.map_or(0, |p| {
+        p.values
+            .iter()
+            .zip(&row.values)
+            .take_while(|(a, b)| a == b)
+            .count()
+    });
+    for depth in same.min(above)..above {
+        let _ = write!(
+            s,
+            "<tr class=\"group\" data-level=\"{depth}\"><td colspan=\"{columns}\" style=\"padding-left:{}em\">{} <b>{}</b></td></tr>",
+            depth,
+            esc(f.levels.get(depth).map_or("", String::as_str)),
+            esc(&row.values[depth])
+        );
+    }
+}
+
+fn domain_row(f: &FlavorDomains, row: &DomainRow, s: &mut String) {
+    let mut nodes: Vec<String> = row.nodes.iter().map(|n| obj_link("Node", "", n)).collect();
+    if row.nodes_total > row.nodes.len() {
+        nodes.push(format!("and {} more", row.nodes_total - row.nodes.len()));
+    }
+    let _ = write!(
+        s,
+        "<tr class=\"domain\" data-domain=\"{}\" data-workloads=\"{}\"><td style=\"padding-left:{}em\">{}</td><td>{}</td>",
+        esc(&row.values.join("/")),
+        row.workloads_total,
+        row.values.len().saturating_sub(1),
+        esc(row.values.last().map_or("", String::as_str)),
+        nodes.join(", ")
+    );
+    for (i, r) in f.resources.iter().enumerate() {
+        let at = |v: &[i64]| v.get(i).copied().unwrap_or(0);
+        let (free, held, alloc) = (at(&row.free), at(&row.held), at(&row.allocatable));
+        let class = if free < 0 { " class=\"warn\"" } else { "" };
+        let _ = write!(
+            s,
+            "<td data-resource=\"{}\" data-free=\"{}\"{class}><b>{}</b> · {} / {}</td>",
+            esc(r),
+            esc(&qty(r, free)),
+            esc(&qty(r, free)),
+            esc(&qty(r, held)),
+            esc(&qty(r, alloc))
+        );
+    }
+    let mut wls: Vec<String> = row
+        .workloads
+        .iter()
+        .map(|(ns, n)| obj_link("Workload", ns, n))
+        .collect();
+    if row.workloads_total > row.workloads.len() {
+        wls.push(format!("and {} more", row.workloads_total - row.workloads.len()));
+    }
+    let _ = write!(
+        s,
+        "<td>{}</td></tr>",
+        if wls.is_empty() {
+            "none".to_string()
+        } else {
+            wls.join(", ")
+        }
+    );
+}
