@@ -557,15 +557,31 @@ pub fn admission_model(a: &kueue::Admission) -> Result<Admission, QueueError> {
                 )?,
             );
         }
+        let count = i64::from(psa.count.unwrap_or(0));
+        // Bounded before decoding: a status claiming more domains than pods (each domain holds one)
+        // is not decoded. Its quota still counts; only the placement is dropped, with the cause.
+        let topology = psa.topology_assignment.as_ref().and_then(|ta| {
+            match super::topology::check_domain_count(ta, count) {
+                Ok(()) => Some(Placement {
+                    levels: ta.levels.clone(),
+                    domains: kueue::tas::decode_assignment(ta),
+                }),
+                Err(e) => {
+                    tracing::warn!(
+                        field = %format!("status.admission.podSetAssignments[{i}].topologyAssignment"),
+                        error = %e,
+                        "topology assignment not decoded; its quota is counted without a placement"
+                    );
+                    None
+                }
+            }
+        });
         out.pod_set_assignments.push(PodSetAssignment {
             name: psa.name.clone(),
             flavors: psa.flavors.clone(),
             resource_usage: usage,
-            count: i64::from(psa.count.unwrap_or(0)),
-            topology: psa.topology_assignment.as_ref().map(|ta| Placement {
-                levels: ta.levels.clone(),
-                domains: kueue::tas::decode_assignment(ta),
-            }),
+            count,
+            topology,
         });
     }
     Ok(out)
@@ -809,5 +825,47 @@ mod tests {
                 "{e}"
             );
         }
+    }
+
+    /// A status claiming more topology domains than the podset has pods is not decoded (it would
+    /// allocate one entry per claimed domain); its quota still counts.
+    #[test]
+    fn a_claimed_domain_count_is_not_allocated_and_the_quota_still_counts() {
+        use crate::api::kueue::{
+            TopologyAssignment, TopologyAssignmentSlice, TopologyAssignmentSliceLevelValues,
+            TopologyAssignmentSlicePodCounts,
+        };
+        let slice = |domain_count| TopologyAssignmentSlice {
+            domain_count,
+            values_per_level: vec![TopologyAssignmentSliceLevelValues {
+                universal: Some("h1".into()),
+                individual: None,
+            }],
+            pod_counts: TopologyAssignmentSlicePodCounts {
+                universal: Some(1),
+                individual: Vec::new(),
+            },
+        };
+        let admission = |domain_count| kueue::Admission {
+            cluster_queue: "cq".into(),
+            pod_set_assignments: vec![kueue::PodSetAssignment {
+                name: "main".into(),
+                flavors: [("cpu".to_string(), "tas".to_string())].into(),
+                resource_usage: [("cpu".to_string(), Quantity("2".into()))].into(),
+                count: Some(2),
+                topology_assignment: Some(TopologyAssignment {
+                    levels: vec!["kubernetes.io/hostname".into()],
+                    slices: vec![slice(domain_count)],
+                }),
+                ..Default::default()
+            }],
+        };
+        let fine = admission_model(&admission(2)).unwrap();
+        let placed = fine.pod_set_assignments[0].topology.as_ref().expect("decoded");
+        assert_eq!(placed.domains.len(), 2);
+        let huge = admission_model(&admission(i32::MAX)).unwrap();
+        let psa = &huge.pod_set_assignments[0];
+        assert!(psa.topology.is_none(), "not decoded");
+        assert_eq!(psa.resource_usage["cpu"], Amount(2000), "its quota counts");
     }
 }
