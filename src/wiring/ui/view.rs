@@ -58,6 +58,20 @@ fn obj_link(kind: &str, ns: &str, name: &str) -> String {
     )
 }
 
+/// Links to the Workloads `shown` (namespace, name), then "and K more" up to `total`; "none" when
+/// there are none.
+pub(super) fn workload_links(shown: &[(String, String)], total: usize) -> String {
+    let mut links: Vec<String> = shown.iter().map(|(ns, n)| obj_link("Workload", ns, n)).collect();
+    if total > shown.len() {
+        links.push(format!("and {} more", total - shown.len()));
+    }
+    if links.is_empty() {
+        "none".to_string()
+    } else {
+        links.join(", ")
+    }
+}
+
 fn find_cond<'a>(conds: &'a [Condition], t: &str) -> Option<&'a Condition> {
     crate::api::conditions::find(Some(conds), t)
 }
@@ -490,14 +504,6 @@ fn workers_section(rows: &[WorkerRow]) -> String {
         } else {
             format!(" {}: {}", esc(&r.reason), esc(&r.message))
         };
-        let mut runs: Vec<String> = r
-            .running
-            .iter()
-            .map(|(ns, n)| obj_link("Workload", ns, n))
-            .collect();
-        if r.running_total > r.running.len() {
-            runs.push(format!("and {} more", r.running_total - r.running.len()));
-        }
         let _ = write!(
             s,
             "<tr class=\"worker\" data-worker=\"{}\" data-active=\"{}\" data-running=\"{}\"><td>{name}</td><td><span class=\"pill {class}\">{}</span><span class=\"note\">{why}</span></td><td>{}</td><td>{}</td></tr>",
@@ -505,11 +511,7 @@ fn workers_section(rows: &[WorkerRow]) -> String {
             esc(&r.active),
             r.running_total,
             esc(&r.active),
-            if runs.is_empty() {
-                "none".to_string()
-            } else {
-                runs.join(", ")
-            },
+            workload_links(&r.running, r.running_total),
             r.waiting
         );
     }

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use kube::ResourceExt;
 
-use super::{esc, obj_link, qty};
+use super::{esc, obj_link, qty, workload_links};
 use crate::wiring::ui::domains::{DomainRow, FlavorDomains, domains};
 use crate::wiring::ui::model::Snapshot;
 
@@ -152,21 +152,9 @@ fn domain_row(f: &FlavorDomains, row: &DomainRow, s: &mut String) {
             esc(&qty(r, alloc))
         );
     }
-    let mut wls: Vec<String> = row
-        .workloads
-        .iter()
-        .map(|(ns, n)| obj_link("Workload", ns, n))
-        .collect();
-    if row.workloads_total > row.workloads.len() {
-        wls.push(format!("and {} more", row.workloads_total - row.workloads.len()));
-    }
     let _ = write!(
         s,
         "<td>{}</td></tr>",
-        if wls.is_empty() {
-            "none".to_string()
-        } else {
-            wls.join(", ")
-        }
+        workload_links(&row.workloads, row.workloads_total)
     );
 }
