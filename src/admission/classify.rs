@@ -116,6 +116,14 @@ impl<'a> View<'a> {
         }
     }
 
+    /// Replaced slice -> the slice holding quota in its place, and whether that one is Admitted.
+    pub(super) fn replaced(&self) -> Vec<(WorkloadKey, WorkloadKey, bool)> {
+        self.replaced
+            .iter()
+            .map(|(k, (by, admitted))| (k.clone(), by.clone(), *admitted))
+            .collect()
+    }
+
     fn local_queue(&self, wl: &Workload) -> Option<&'a LocalQueue> {
         let q = wl.spec.queue_name.as_deref().filter(|q| !q.is_empty())?;
         let ns = wl.metadata.namespace.as_deref().unwrap_or_default();
@@ -130,17 +138,17 @@ impl<'a> View<'a> {
             .is_some_and(|q| q.spec.stop_policy() != StopPolicy::None)
     }
 
-    /// Every Workload of `snap` but those `settled` (already taken and unchanged), read at `now_ms`.
+    /// Every Workload of `snap` but those to `skip` (already taken and unchanged), read at `now_ms`.
     pub(super) fn read_all(
         &self,
         snap: &'a Snapshot,
-        settled: impl Fn(&Arc<Workload>) -> bool,
+        mut skip: impl FnMut(&Arc<Workload>) -> bool,
         now_ms: i64,
     ) -> Vec<(&'a Arc<Workload>, Seen)> {
         let now = jiff::Timestamp::from_millisecond(now_ms).unwrap_or_else(|_| jiff::Timestamp::now());
         let mut seen = Vec::new();
         for wl in &snap.workloads {
-            if !settled(wl) {
+            if !skip(wl) {
                 seen.push((wl, self.read(wl, now_ms, now)));
             }
         }

@@ -44,6 +44,7 @@ mod status_patch;
 pub(crate) mod sync;
 mod take;
 mod transition_metrics;
+mod unchanged;
 mod unconfirmed;
 pub(crate) mod workload_status;
 pub(crate) mod write_backoff;
@@ -64,6 +65,8 @@ mod requeue_tests;
 mod status_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod unchanged_tests;
 
 pub use caches::{Caches, reflect_each};
 pub use conditions::{

@@ -213,7 +213,7 @@ impl AdmissionLoop {
             tracing::trace!(actions = actions.len(), "admission step done");
             let stepped = std::time::Instant::now();
             self.stats.add(Phase::Step, stepped - snapped);
-            self.stats.cycle(snap.workloads.len());
+            self.stats.cycle(snap.workloads.len(), state.last_read());
             let admitted = self.write_actions(&mut state, &mut retries, &snap, actions).await;
             self.record_attempt(admitted, started);
             let written = std::time::Instant::now();

@@ -42,6 +42,8 @@ struct Inner {
     nanos: [AtomicU64; 4],
     /// Workloads in the snapshot, summed over cycles.
     examined: AtomicU64,
+    /// Workloads the step read (not skipped as unchanged), summed over cycles.
+    read: AtomicU64,
 }
 
 /// Shared counters; clones see the same figures.
@@ -55,6 +57,7 @@ pub struct CycleFigures {
     /// Time per phase, in `Phase::ALL` order.
     pub phases: [Duration; 4],
     pub examined: u64,
+    pub read: u64,
 }
 
 impl CycleStats {
@@ -63,9 +66,11 @@ impl CycleStats {
         self.0.nanos[phase.index()].fetch_add(n, Ordering::Relaxed);
     }
 
-    pub fn cycle(&self, examined: usize) {
+    /// One cycle: `examined` Workloads in its snapshot, `read` of them read by the step.
+    pub fn cycle(&self, examined: usize, read: usize) {
         self.0.cycles.fetch_add(1, Ordering::Relaxed);
         self.0.examined.fetch_add(examined as u64, Ordering::Relaxed);
+        self.0.read.fetch_add(read as u64, Ordering::Relaxed);
     }
 
     pub fn figures(&self) -> CycleFigures {
@@ -77,6 +82,7 @@ impl CycleStats {
             cycles: self.0.cycles.load(Ordering::Relaxed),
             phases,
             examined: self.0.examined.load(Ordering::Relaxed),
+            read: self.0.read.load(Ordering::Relaxed),
         }
     }
 }
@@ -98,12 +104,14 @@ impl CycleFigures {
             })
             .collect();
         let per = self.examined.checked_div(self.cycles).unwrap_or(0);
+        let read = self.read.checked_div(self.cycles).unwrap_or(0);
         format!(
-            "admission loop: {} cycles, busy {:.1} s: {}; {} workloads in a cycle's snapshot on average",
+            "admission loop: {} cycles, busy {:.1} s: {}; {} workloads in a cycle's snapshot on average, {} of them read",
             self.cycles,
             busy.as_secs_f64(),
             parts.join(", "),
-            per
+            per,
+            read
         )
     }
 }
@@ -118,11 +126,12 @@ mod tests {
         s.add(Phase::Step, Duration::from_millis(30));
         s.add(Phase::Writes, Duration::from_millis(10));
         s.add(Phase::Step, Duration::from_millis(30));
-        s.cycle(100);
-        s.cycle(50);
+        s.cycle(100, 10);
+        s.cycle(50, 50);
         let f = s.clone().figures();
         assert_eq!(f.cycles, 2);
         assert_eq!(f.examined, 150);
+        assert_eq!(f.read, 60);
         assert_eq!(
             f.phases,
             [
@@ -135,6 +144,9 @@ mod tests {
         let line = f.summary();
         assert!(line.contains("2 cycles"), "{line}");
         assert!(line.contains("step 0.1 s (86%)"), "{line}");
-        assert!(line.contains("75 workloads in a cycle's snapshot"), "{line}");
+        assert!(
+            line.contains("75 workloads in a cycle's snapshot on average, 30 of them read"),
+            "{line}"
+        );
     }
 }

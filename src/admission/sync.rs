@@ -48,6 +48,10 @@ pub struct AdmissionState {
     /// object; the `Weak` keeps the address from being reused while it is remembered. Finished
     /// Workloads stay in the cache until deleted, and without this every cycle would look at each.
     pub(super) settled: HashMap<usize, Weak<Workload>>,
+    /// How many Workloads the last step read (the others were settled or unchanged).
+    pub(super) last_read: usize,
+    /// The Workloads read before, and whether each must be read again (`unchanged.rs`).
+    pub(super) unchanged: super::unchanged::Unchanged,
     /// Kueue's `admission_cycle_preemption_skips`: per ClusterQueue, the count of the last cycle that
     /// skipped one of its preemptors (Kueue sets the gauge only for those).
     pub preemption_skips: BTreeMap<String, usize>,
@@ -93,6 +97,11 @@ impl AdmissionState {
     /// When (ms) the next LocalQueue is due for an admission fair sharing sample.
     pub fn afs_sample_deadline(&self) -> Option<i64> {
         self.core.next_sample_ms()
+    }
+
+    /// How many Workloads the last step read (the others were settled or unchanged).
+    pub fn last_read(&self) -> usize {
+        self.last_read
     }
 
     /// When (ms) the earliest PodsReady timeout of the last step runs out.
@@ -148,24 +157,30 @@ impl AdmissionState {
         let block = self.pods_ready.as_ref().is_some_and(|c| c.block_admission);
         let blocked = block && snap.workloads.iter().any(|w| pods_ready::blocks_admission(w));
         let view = View::new(snap);
-        let settled = &self.settled;
+        // Admission fair sharing samples and settles usage on every read: read everything then.
+        let incremental = self.core.admission_fair_sharing().is_none();
+        let full = self.unchanged.begin(snap, view.replaced(), now_ms, incremental);
+        let (settled, unchanged) = (&self.settled, &mut self.unchanged);
+        let (unconfirmed, core) = (&self.unconfirmed, &self.core);
         let seen = view.read_all(
             snap,
-            |wl| settled.contains_key(&(Arc::as_ptr(wl) as usize)),
+            |wl| settled.contains_key(&(Arc::as_ptr(wl) as usize)) || unchanged.skip(wl, unconfirmed, core),
             now_ms,
         );
+        self.last_read = seen.len();
         let mut intake = Intake {
             core: &mut self.core,
             unconfirmed: &mut self.unconfirmed,
             explanations: &mut self.explanations,
             settled: &mut self.settled,
+            unchanged: &mut self.unchanged,
             pods_ready: self.pods_ready.as_ref(),
             pods_ready_deadline: &mut self.pods_ready_deadline,
             checks_deadline: &mut self.checks_deadline,
             now_ms,
             actions: &mut actions,
         };
-        intake.all(seen, snap);
+        intake.all(seen, snap, full);
         // 4. One scheduling cycle.
         let res = self.core.schedule_cycle(now_ms);
         self.preemption_skips

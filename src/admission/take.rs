@@ -12,6 +12,7 @@ use super::pods_ready;
 use super::slices::counted_pods;
 use super::snapshot::Snapshot;
 use super::snapshot::rv;
+use super::unchanged::Unchanged;
 use super::unconfirmed::Unconfirmed;
 use crate::api::conditions::TRUE;
 use crate::api::kueue::config::{PodsReadyConfig, RequeuingTimestamp};
@@ -59,6 +60,8 @@ pub(super) struct Intake<'a> {
     pub(super) explanations: &'a mut Explanations,
     /// Finished Workloads already dropped from the core (`AdmissionState::settled`).
     pub(super) settled: &'a mut HashMap<usize, Weak<Workload>>,
+    /// The Workloads read before (`unchanged.rs`): what this intake read is recorded there.
+    pub(super) unchanged: &'a mut Unchanged,
     /// waitForPodsReady, when on.
     pub(super) pods_ready: Option<&'a PodsReadyConfig>,
     /// The earliest PodsReady timeout and delayed built-in check, for the loop's timer.
@@ -70,8 +73,8 @@ pub(super) struct Intake<'a> {
 
 impl Intake<'_> {
     /// Brings the core in line with every Workload the step read (`take`), and drops the ones the
-    /// snapshot no longer holds.
-    pub(super) fn all(&mut self, seen: Vec<(&Arc<Workload>, Seen)>, snap: &Snapshot) {
+    /// snapshot no longer holds. `full`: the step read every Workload (none skipped as unchanged).
+    pub(super) fn all(&mut self, seen: Vec<(&Arc<Workload>, Seen)>, snap: &Snapshot, full: bool) {
         let mut present: HashSet<(&str, &str)> = HashSet::new();
         for read in seen {
             let wl = read.0;
@@ -88,10 +91,29 @@ impl Intake<'_> {
             if let Some(at) = read.1.due {
                 *self.checks_deadline = Some(self.checks_deadline.map_or(at, |d| d.min(at)));
             }
+            let (key, stable) = (
+                read.1.key.clone(),
+                Unchanged::candidate(&read.1, self.pods_ready.is_some()),
+            );
+            let pushed = self.actions.len();
             self.take(wl, read.1, snap);
             if settles {
                 self.settled.insert(Arc::as_ptr(wl) as usize, Arc::downgrade(wl));
+            } else {
+                let pushed = self.actions.len() > pushed;
+                self.unchanged
+                    .record(wl, key, stable.filter(|_| !pushed), self.unconfirmed, &*self.core);
             }
+        }
+        let gone = self.unchanged.finish();
+        if !full {
+            // Only objects the snapshot no longer holds can have vanished.
+            for k in gone {
+                if self.core.knows(&k) && !present.contains(&(k.namespace.as_str(), k.name.as_str())) {
+                    self.drop_workload(&k);
+                }
+            }
+            return;
         }
         // Only the vanished ones are copied: this runs over every workload every cycle.
         let known: Vec<WorkloadKey> = self

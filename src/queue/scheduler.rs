@@ -681,6 +681,11 @@ impl AdmissionCore {
         v
     }
 
+    /// The core knows the workload, admitted or pending.
+    pub fn knows(&self, key: &WorkloadKey) -> bool {
+        self.admitted.contains_key(key) || self.pending.contains_key(key)
+    }
+
     /// Every workload the core knows, admitted or pending, unordered and without copying.
     pub fn known_keys(&self) -> impl Iterator<Item = &WorkloadKey> {
         self.admitted.keys().chain(self.pending.keys())

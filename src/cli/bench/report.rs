@@ -118,6 +118,7 @@ pub fn to_json(name: &str, scale: f64, plan: &Plan, m: &Measured) -> Value {
         "admissionLoop": {
             "cycles": m.admission_loop.cycles,
             "examinedPerCycle": m.admission_loop.examined / m.admission_loop.cycles.max(1),
+            "readPerCycle": m.admission_loop.read / m.admission_loop.cycles.max(1),
             "phaseMs": crate::admission::Phase::ALL.iter().zip(m.admission_loop.phases)
                 .map(|(p, d)| (p.as_str().to_string(), json!(d.as_millis() as u64)))
                 .collect::<serde_json::Map<_, _>>(),

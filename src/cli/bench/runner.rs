@@ -826,6 +826,7 @@ fn since(
         cycles: b.cycles - a.cycles.min(b.cycles),
         phases,
         examined: b.examined - a.examined.min(b.examined),
+        read: b.read - a.read.min(b.read),
     }
 }
 
