@@ -129,8 +129,13 @@ impl AdmissionCore {
     /// them (`OrderKey`: priority, queue time, UID), parked ones included as Kueue's visibility
     /// API lists them. One sort per ClusterQueue.
     pub fn queue_positions(&self) -> HashMap<WorkloadKey, (String, usize)> {
+        self.positions_in(|_| true)
+    }
+
+    /// `queue_positions` of the ClusterQueues `wanted` names only.
+    fn positions_in(&self, wanted: impl Fn(&str) -> bool) -> HashMap<WorkloadKey, (String, usize)> {
         let mut by_cq: HashMap<&str, Vec<&OrderKey>> = HashMap::new();
-        for p in self.pending.values() {
+        for p in self.pending.values().filter(|p| wanted(&p.model.cluster_queue)) {
             by_cq
                 .entry(p.model.cluster_queue.as_str())
                 .or_default()
@@ -151,10 +156,18 @@ impl AdmissionCore {
     /// their outcome, so a deep backlog of look-alikes costs one record per shape. Each record gets
     /// its own name, reason, message and queue position.
     pub fn explain_all(&mut self, keys: &[WorkloadKey]) -> Vec<(WorkloadKey, Explanation)> {
-        let positions = if keys.is_empty() {
-            HashMap::new()
-        } else {
-            self.queue_positions()
+        // Positions only in the ClusterQueues of `keys`: most cycles redo a few records.
+        let positions = {
+            let cqs: std::collections::HashSet<&str> = keys
+                .iter()
+                .filter_map(|k| self.pending.get(k))
+                .map(|p| p.model.cluster_queue.as_str())
+                .collect();
+            if cqs.is_empty() {
+                HashMap::new()
+            } else {
+                self.positions_in(|cq| cqs.contains(cq))
+            }
         };
         let mut shared: HashMap<(String, i32, u64), Explanation> = HashMap::new();
         let mut out = Vec::with_capacity(keys.len());
