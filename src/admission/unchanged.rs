@@ -5,8 +5,9 @@
 //! object (a `Weak` keeps the address from being reused while it is remembered). What `classify`
 //! and the intake read around a Workload (LocalQueues, ClusterQueues, admission checks, flavors,
 //! namespace labels, priority classes, the replaced slices) is compared as a whole each step; when
-//! any of it changed, or a second has passed since the last full read, every Workload is read. So a
-//! step costs what changed, not the backlog, and a case missed here is at most a second late.
+//! any of it changed, or ten seconds have passed since the last full read, every Workload is read.
+//! So a step costs what changed, not the backlog, and a case missed here is at most ten seconds
+//! late.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Weak};
@@ -20,7 +21,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 
 /// How often (ms) every Workload is read even when nothing around them changed.
-const FULL_READ_EVERY_MS: i64 = 1_000;
+const FULL_READ_EVERY_MS: i64 = 10_000;
 
 /// What a Workload's last read left it as, when that needs no further work while it stays.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -73,7 +74,7 @@ fn address(wl: &Arc<Workload>) -> usize {
 
 impl Unchanged {
     /// Starts a step: whether it must read every Workload (the surroundings changed, the last
-    /// full read is a second old, or `allowed` is false).
+    /// full read is ten seconds old, or `allowed` is false).
     pub(super) fn begin(
         &mut self,
         snap: &Snapshot,
@@ -125,10 +126,11 @@ impl Unchanged {
             return false;
         }
         match e.stable {
-            // Queued under this version (a failed write or a withdrawn admission clears that), and
-            // either assumed admitted or not counted as admitted.
+            // Queued under this version (a failed write or a withdrawn admission clears that), still
+            // in the core, and either assumed admitted or not counted as admitted.
             Some(Stable::Queued) => {
                 unconfirmed.queued_rv.contains_key(&e.key)
+                    && core.knows(&e.key)
                     && (!core.is_admitted(&e.key) || unconfirmed.assumed.contains(&e.key))
             }
             // Still counted, and no eviction of it being written.
