@@ -8,10 +8,10 @@
 use super::{RETRY, SimError, condition};
 use crate::embedded::selector::LabelSelector;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, PodStatus};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, reflector, watcher};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -365,6 +365,48 @@ pub fn runs_here(pod: &Pod, cfg: &NodeAgentConfig) -> bool {
         .is_some_and(|bound| nodes.iter().any(|n| n == bound))
 }
 
+/// `pod` as the simulated agent's cache keeps it: only the fields `decide`, `runs_here` and
+/// `reconcile` read (names, labels, the fail annotation, deletion, finalizers; the containers' names,
+/// images, commands and arguments, the node, the scheduling gates; the phase, conditions, container
+/// states and start time). A cached `Pod` is about six times its JSON, and the cache holds every pod
+/// in the cluster; the env, probes, volumes and the rest were most of it. Not for the process
+/// runtime or lent addresses, which read the whole pod.
+pub fn slim(pod: &mut Pod) {
+    let meta = &mut pod.metadata;
+    meta.managed_fields = None;
+    meta.owner_references = None;
+    if let Some(a) = meta.annotations.as_mut() {
+        a.retain(|k, _| k == FAIL_ANNOTATION);
+    }
+    if let Some(spec) = pod.spec.as_mut() {
+        let containers = std::mem::take(&mut spec.containers)
+            .into_iter()
+            .map(|c| Container {
+                name: c.name,
+                image: c.image,
+                command: c.command,
+                args: c.args,
+                ..Default::default()
+            })
+            .collect();
+        *spec = PodSpec {
+            containers,
+            node_name: spec.node_name.take(),
+            scheduling_gates: spec.scheduling_gates.take(),
+            ..Default::default()
+        };
+    }
+    if let Some(status) = pod.status.as_mut() {
+        *status = PodStatus {
+            phase: status.phase.take(),
+            conditions: status.conditions.take(),
+            container_statuses: status.container_statuses.take(),
+            start_time: status.start_time.take(),
+            ..Default::default()
+        };
+    }
+}
+
 struct Ctx {
     client: kube::Client,
     cfg: NodeAgentConfig,
@@ -496,7 +538,19 @@ pub async fn run(client: kube::Client, cfg: NodeAgentConfig) {
         first_seen: Mutex::new(HashMap::new()),
         next_ip: AtomicU32::new(0),
     });
-    Controller::new(Api::<Pod>::all(client), watcher::Config::default())
+    let api = Api::<Pod>::all(client);
+    // As `Controller::new` watches, with the cached pods slimmed when nothing reads them whole.
+    let controller = if ctx.cfg.runtime.is_none() && ctx.cfg.addresses.is_none() {
+        let (reader, writer) = reflector::store();
+        let pods = watcher(api, watcher::Config::default())
+            .modify(slim)
+            .reflect(writer)
+            .applied_objects();
+        Controller::for_stream(pods, reader)
+    } else {
+        Controller::new(api, watcher::Config::default())
+    };
+    controller
         .run(reconcile, error_policy, ctx)
         .for_each(|_| async {})
         .await;
@@ -581,6 +635,93 @@ mod tests {
             decide(&pod(running), &cfg, &None, Duration::from_secs(9), "ip"),
             PodAction::Nothing
         );
+    }
+
+    /// The agent decides the same on a slimmed pod as on the whole one, in each state it acts on.
+    #[test]
+    fn a_slimmed_pod_is_decided_as_the_whole_one() {
+        let whole = json!({
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u1", "labels": {"crash": "yes"},
+                "annotations": {FAIL_ANNOTATION: "false", "big": "x".repeat(1000)}, "finalizers": ["f"],
+                "ownerReferences": [{"apiVersion": "v1", "kind": "X", "name": "o", "uid": "o1"}]},
+            "spec": {"nodeName": "n", "schedulingGates": [{"name": "g"}], "volumes": [{"name": "v", "emptyDir": {}}],
+                "containers": [{"name": "c", "image": "img", "command": ["sh", "-c"], "args": ["sleep 1"],
+                    "env": [{"name": "A", "value": "1"}], "resources": {"requests": {"cpu": "1"}}}]},
+            "status": {"phase": "Pending", "podIP": "10.0.0.1", "startTime": "2026-01-01T00:00:00Z",
+                "conditions": [{"type": "PodScheduled", "status": "False", "reason": SCHEDULING_GATED}]}
+        });
+        let mut slimmed = pod(whole.clone());
+        slim(&mut slimmed);
+        let text = serde_json::to_string(&slimmed).unwrap();
+        assert!(
+            !text.contains("xxx") && !text.contains("env") && !text.contains("volumes"),
+            "{text}"
+        );
+        let full = pod(whole.clone());
+        assert_eq!(slimmed.metadata.labels, full.metadata.labels);
+        assert_eq!(slimmed.metadata.finalizers, full.metadata.finalizers);
+        let (s, f) = (slimmed.spec.clone().unwrap(), full.spec.clone().unwrap());
+        assert_eq!(
+            (&s.node_name, &s.scheduling_gates),
+            (&f.node_name, &f.scheduling_gates)
+        );
+        assert_eq!(
+            (
+                &s.containers[0].image,
+                &s.containers[0].command,
+                &s.containers[0].args
+            ),
+            (
+                &f.containers[0].image,
+                &f.containers[0].command,
+                &f.containers[0].args
+            )
+        );
+        let cfg = NodeAgentConfig {
+            images_not_run: vec!["img".into()],
+            ..Default::default()
+        };
+        let sel = Some(LabelSelector::parse("crash=yes").unwrap());
+        let variants = |mut v: Value| {
+            let mut out = Vec::new();
+            for change in 0..5 {
+                match change {
+                    1 => v["spec"]["schedulingGates"] = json!([]),
+                    2 => v["spec"]["containers"][0]["image"] = json!("other"),
+                    3 => v["status"]["phase"] = json!("Running"),
+                    4 => v["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z"),
+                    _ => {}
+                }
+                out.push(v.clone());
+            }
+            out
+        };
+        // Timestamps aside (`now` may tick between the two calls), the same action.
+        let strip_times = |a: PodAction| match a {
+            PodAction::SetStatus(mut s) | PodAction::Gated(mut s) => {
+                for c in s["conditions"].as_array_mut().into_iter().flatten() {
+                    c["lastTransitionTime"] = Value::Null;
+                }
+                s["startTime"] = Value::Null;
+                for c in s["containerStatuses"].as_array_mut().into_iter().flatten() {
+                    c["state"] = Value::Null;
+                }
+                PodAction::SetStatus(s)
+            }
+            other => other,
+        };
+        for v in variants(whole) {
+            let full = pod(v.clone());
+            let mut slimmed = full.clone();
+            slim(&mut slimmed);
+            for sel in [&None, &sel] {
+                assert_eq!(
+                    strip_times(decide(&slimmed, &cfg, sel, Duration::from_secs(9), "ip")),
+                    strip_times(decide(&full, &cfg, sel, Duration::from_secs(9), "ip")),
+                    "{v}"
+                );
+            }
+        }
     }
 
     #[test]
