@@ -13,6 +13,7 @@ use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 
+use super::non_tas_pods::NonTasUsage;
 use super::sync::Snapshot;
 use crate::api::kueue::{
     AdmissionCheck, ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Topology, Workload,
@@ -32,6 +33,8 @@ pub struct Caches {
     /// For topology-aware scheduling: the Topologies and the Nodes their domains are made of.
     pub topologies: Store<Topology>,
     pub nodes: Store<Node>,
+    /// What pods TAS did not place request per node, watched while a Topology exists.
+    pub non_tas: NonTasUsage,
 }
 
 /// Reflects `api` into a store and hands every watch event to `on` after the store took it, `None`
@@ -77,6 +80,21 @@ impl Caches {
     /// Starts one watch per kind; the returned tasks run until aborted.
     pub fn start(client: &Client, notify: Arc<Notify>) -> (Caches, Vec<tokio::task::JoinHandle<()>>) {
         let mut tasks = Vec::new();
+        let topology_changed = Arc::new(Notify::new());
+        let topologies = {
+            let (wake, changed) = (notify.clone(), topology_changed.clone());
+            reflect_each(Api::all(client.clone()), &mut tasks, move |_| {
+                wake.notify_one();
+                changed.notify_one();
+            })
+        };
+        let non_tas = NonTasUsage::default();
+        tasks.push(non_tas.start(
+            client.clone(),
+            topologies.clone(),
+            topology_changed,
+            notify.clone(),
+        ));
         let caches = Caches {
             cluster_queues: reflect(Api::all(client.clone()), notify.clone(), &mut tasks),
             cohorts: reflect(Api::all(client.clone()), notify.clone(), &mut tasks),
@@ -86,8 +104,9 @@ impl Caches {
             namespaces: reflect(Api::all(client.clone()), notify.clone(), &mut tasks),
             priority_classes: reflect(Api::all(client.clone()), notify.clone(), &mut tasks),
             admission_checks: reflect(Api::all(client.clone()), notify.clone(), &mut tasks),
-            topologies: reflect(Api::all(client.clone()), notify.clone(), &mut tasks),
+            topologies,
             nodes: reflect(Api::all(client.clone()), notify, &mut tasks),
+            non_tas,
         };
         (caches, tasks)
     }
@@ -150,6 +169,7 @@ impl Caches {
             admission_checks: self.admission_checks.state(),
             topologies: self.topologies.state(),
             nodes: self.nodes.state(),
+            non_tas: self.non_tas.per_node(),
         }
     }
 }

@@ -138,8 +138,8 @@ pub(super) fn sync_config(
     }
 }
 
-/// The Topologies and Nodes for the TAS flavors; empty while no flavor names a topology, so Node
-/// changes (heartbeats included) cost nothing then. A Node that does not convert is left out, its
+/// The Topologies, Nodes and non-TAS pods' requests for the TAS flavors; empty while no flavor names
+/// a topology, so Node changes (heartbeats included) cost nothing then. A Node that does not convert is left out, its
 /// error kept under "Node <name>".
 fn tas_cluster(snap: &Snapshot, errors: &mut BTreeMap<String, String>) -> queue::tas::TasCluster {
     errors.retain(|k, _| !k.starts_with("Node "));
@@ -157,7 +157,7 @@ fn tas_cluster(snap: &Snapshot, errors: &mut BTreeMap<String, String>) -> queue:
     for (name, e) in failed {
         errors.insert(format!("Node {name}"), e.to_string());
     }
-    cluster
+    cluster.with_non_tas(snap.non_tas.clone())
 }
 
 /// Takes one configuration object into the core when its version changed; a conversion or model

@@ -26,6 +26,7 @@ pub(crate) mod explanations;
 pub(crate) mod finalizers;
 pub(crate) mod metric_labels;
 pub mod metrics;
+mod non_tas_pods;
 mod outcome;
 pub(crate) mod own_writes;
 mod pending_writes;
@@ -74,6 +75,7 @@ pub use conditions::{
 };
 pub use cycle_breaker::BREAK_AFTER_MS as CYCLE_BREAK_AFTER_MS;
 pub use explanations::Explanations;
+pub use non_tas_pods::NonTasUsage;
 pub use pods_ready::with_condition as pods_ready_condition;
 pub use pods_ready::{PodsScheduling, with_pods_scheduled as pods_scheduled_condition};
 pub use pods_ready_metrics::record_ready as record_pods_ready;

@@ -24,6 +24,7 @@ fn gauges_follow_kueue_and_deleted_queues_disappear() {
         priority_classes: Default::default(),
         topologies: vec![],
         nodes: vec![],
+        non_tas: Some(Default::default()),
     };
     let usage = vec![CoreFlavor {
         name: "f".into(),
@@ -146,6 +147,7 @@ fn weighted_shares_only_with_fair_sharing() {
         priority_classes: Default::default(),
         topologies: vec![],
         nodes: vec![],
+        non_tas: Some(Default::default()),
     };
     let m = Metrics::new();
     report(
@@ -238,6 +240,7 @@ fn preemption_target_recomputations_are_counted_once_per_result() {
         priority_classes: Default::default(),
         topologies: vec![],
         nodes: vec![],
+        non_tas: Some(Default::default()),
     };
     let add = |cq: &str, r: Recomputation, n: u64| {
         *state

@@ -177,6 +177,7 @@ async fn cycle_with_cut(cut_at: CutAt) -> (Vec<(String, bool)>, bool, Vec<Action
         admission_checks: reflector::store().0,
         topologies: reflector::store().0,
         nodes: reflector::store().0,
+        non_tas: Default::default(),
     };
     let reporter = kube::runtime::events::Reporter {
         controller: "test".into(),

@@ -10,9 +10,10 @@ use crate::api::kueue::{
     AdmissionCheck, ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Topology, Workload,
 };
 use crate::queue::WorkloadKey;
+use crate::queue::non_tas::NodeUsage;
 
 /// What the caches hold at one moment.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Snapshot {
     pub cluster_queues: Vec<Arc<ClusterQueue>>,
     pub cohorts: Vec<Arc<Cohort>>,
@@ -26,6 +27,27 @@ pub struct Snapshot {
     pub admission_checks: Vec<Arc<AdmissionCheck>>,
     pub topologies: Vec<Arc<Topology>>,
     pub nodes: Vec<Arc<Node>>,
+    /// Per node, what pods TAS did not place request there; `None` while not listed.
+    pub non_tas: Option<Arc<NodeUsage>>,
+}
+
+/// Empty; a snapshot built by hand (the `plan` tool's files) has its non-TAS pods listed: none.
+impl Default for Snapshot {
+    fn default() -> Self {
+        Snapshot {
+            cluster_queues: Vec::new(),
+            cohorts: Vec::new(),
+            flavors: Vec::new(),
+            local_queues: Vec::new(),
+            workloads: Vec::new(),
+            namespaces: BTreeMap::new(),
+            priority_classes: BTreeMap::new(),
+            admission_checks: Vec::new(),
+            topologies: Vec::new(),
+            nodes: Vec::new(),
+            non_tas: Some(Arc::default()),
+        }
+    }
 }
 
 /// A Workload's key: its namespace and name.

@@ -18,6 +18,7 @@ pub mod flavor;
 mod floor;
 mod growth_first;
 pub mod model;
+pub mod non_tas;
 pub mod partial;
 pub mod pending;
 pub mod preemption;

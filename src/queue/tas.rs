@@ -1,7 +1,8 @@
 //! Topology-aware placement, as Kueue's `TASFlavorSnapshot` (`pkg/cache/scheduler/tas_flavor_snapshot.go`)
 //! does it for a flavor that names a Topology: the Nodes of the flavor grouped into a tree of
 //! domains (one level per node label of the Topology), each leaf's free capacity (allocatable minus
-//! what admitted TAS workloads' assignments hold there), and for a podset the domains its pods go to.
+//! what pods TAS did not place request on its nodes, see [`super::non_tas`], minus what admitted TAS
+//! workloads' assignments hold there), and for a podset the domains its pods go to.
 //!
 //! - required level: all pods (or all slices) in one domain of that level, or no placement;
 //! - preferred level: one domain of that level if one has room, else one of the level above, and so
@@ -12,7 +13,7 @@
 //!
 //! Then each chosen domain's pods are spread over its children down to the lowest level, each time
 //! over as few children as possible. Not ported: leader/worker podset groups, multi-layer slices,
-//! balanced placement (alpha), preferred node affinity scoring, node replacement, non-TAS pods' usage.
+//! balanced placement (alpha), preferred node affinity scoring, node replacement.
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
@@ -23,6 +24,7 @@ use super::model::{
     Admission, FlavorModel, PodSetAssignment, PodSetModel, Requirement, Taint, TaintEffect, Toleration,
     WorkloadModel,
 };
+use super::non_tas::NodeUsage;
 use super::requests::Requests;
 use crate::api::kueue::tas::{DomainAssignment, HOSTNAME_LABEL};
 
@@ -54,6 +56,11 @@ struct Domain {
 struct Leaf {
     domain: usize,
     /// Allocatable summed over the leaf's nodes.
+    allocatable: Requests,
+    /// What non-TAS pods request on the leaf's nodes.
+    non_tas: Requests,
+    /// Per node allocatable less its non-TAS pods' requests (never below zero: an overfull node
+    /// takes no room from its neighbours), summed over the leaf's nodes.
     free: Requests,
     /// Its nodes' names (for the web view; placement reads none).
     nodes: Vec<String>,
@@ -76,6 +83,8 @@ pub struct LeafCapacity<'a> {
     pub nodes: &'a [String],
     /// Summed over its nodes, `pods` included.
     pub allocatable: &'a Requests,
+    /// What pods TAS did not place request on its nodes, one `pods` per pod included.
+    pub non_tas: &'a Requests,
     /// What admitted assignments hold there, one `pods` per pod included.
     pub held: &'a Requests,
 }
@@ -210,7 +219,17 @@ impl TasSnapshot {
     /// The tree of `nodes` that carry every level's label and are schedulable. Nodes not matching the
     /// flavor's node labels should be left out by the caller (Kueue's snapshot holds only those).
     pub fn new(topology: &str, levels: &[String], nodes: &[TasNode]) -> TasSnapshot {
-        TasSnapshot::over(Arc::new(TasTree::new(topology, levels, nodes.iter())))
+        TasSnapshot::with_non_tas(topology, levels, nodes, &NodeUsage::new())
+    }
+
+    /// [`TasSnapshot::new`] with what non-TAS pods request on each node taken from its room.
+    pub fn with_non_tas(
+        topology: &str,
+        levels: &[String],
+        nodes: &[TasNode],
+        non_tas: &NodeUsage,
+    ) -> TasSnapshot {
+        TasSnapshot::over(Arc::new(TasTree::new(topology, levels, nodes.iter(), non_tas)))
     }
 
     /// A snapshot of `tree` with nothing in use.
@@ -221,7 +240,12 @@ impl TasSnapshot {
 }
 
 impl TasTree {
-    fn new<'a>(topology: &str, levels: &[String], nodes: impl Iterator<Item = &'a TasNode>) -> TasTree {
+    fn new<'a>(
+        topology: &str,
+        levels: &[String],
+        nodes: impl Iterator<Item = &'a TasNode>,
+        non_tas: &NodeUsage,
+    ) -> TasTree {
         let lowest_is_host = levels.last().is_some_and(|l| l == HOSTNAME_LABEL);
         let mut s = TasTree {
             topology: topology.to_string(),
@@ -284,7 +308,14 @@ impl TasTree {
                 }
             };
             let leaf = &mut s.leaves[leaf];
-            add(&mut leaf.free, &node.allocatable, 1);
+            add(&mut leaf.allocatable, &node.allocatable, 1);
+            let mut free = node.allocatable.clone();
+            if let Some(used) = non_tas.get(&node.name) {
+                add(&mut leaf.non_tas, used, 1);
+                sub(&mut free, used);
+                free.values_mut().for_each(|v| *v = v.clamp_zero());
+            }
+            add(&mut leaf.free, &free, 1);
             leaf.nodes.push(node.name.clone());
             if lowest_is_host {
                 leaf.labels = node.labels.clone();
@@ -340,7 +371,8 @@ impl TasSnapshot {
         self.leaf_index.iter().map(|(values, l)| LeafCapacity {
             values,
             nodes: &self.leaves[*l].nodes,
-            allocatable: &self.leaves[*l].free,
+            allocatable: &self.leaves[*l].allocatable,
+            non_tas: &self.leaves[*l].non_tas,
             held: &self.usage[*l],
         })
     }
@@ -352,13 +384,15 @@ impl TasSnapshot {
         Some(&self.domains[self.leaves[l].domain].values)
     }
 
-    /// Free capacity per leaf domain (its values at every level) after the admitted usage.
+    /// Free capacity per leaf domain (its values at every level) after non-TAS pods and the
+    /// admitted usage; never below zero (a non-TAS pod may arrive after an admission).
     pub fn free_per_leaf(&self) -> BTreeMap<Vec<String>, Requests> {
         self.leaf_index
             .iter()
             .map(|(k, l)| {
                 let mut free = self.leaves[*l].free.clone();
                 sub(&mut free, &self.usage[*l]);
+                free.values_mut().for_each(|v| *v = v.clamp_zero());
                 (k.clone(), free)
             })
             .collect()
@@ -806,13 +840,16 @@ impl Run<'_> {
     }
 }
 
-/// What the core knows of the cluster for TAS: each Topology's levels by name, and the Nodes; and
-/// the domain trees built from them, per topology and flavor node labels, kept until the Nodes or
-/// Topologies change (a new `TasCluster`), so a placement attempt builds none.
+/// What the core knows of the cluster for TAS: each Topology's levels by name, the Nodes and what
+/// non-TAS pods request on them; and the domain trees built from them, per topology and flavor node
+/// labels, kept until any of these change (a new `TasCluster`), so a placement attempt builds none.
 #[derive(Clone, Debug, Default)]
 pub struct TasCluster {
     pub topologies: BTreeMap<String, Vec<String>>,
     pub nodes: Vec<TasNode>,
+    /// Per node, what pods TAS did not place request there; `None` while those pods are not yet
+    /// listed (nothing is placed then: a node's room is not known).
+    pub non_tas: Option<Arc<NodeUsage>>,
     trees: Arc<Mutex<TreeCache>>,
 }
 
@@ -821,7 +858,7 @@ type TreeCache = HashMap<(String, Vec<(String, String)>), Arc<TasTree>>;
 
 impl PartialEq for TasCluster {
     fn eq(&self, other: &Self) -> bool {
-        self.topologies == other.topologies && self.nodes == other.nodes
+        self.topologies == other.topologies && self.nodes == other.nodes && self.non_tas == other.non_tas
     }
 }
 
@@ -832,7 +869,17 @@ impl TasCluster {
         TasCluster {
             topologies,
             nodes,
+            non_tas: Some(Arc::default()),
             trees: Arc::default(),
+        }
+    }
+
+    /// This cluster with what non-TAS pods request per node (`None`: not listed yet).
+    pub fn with_non_tas(self, non_tas: Option<Arc<NodeUsage>>) -> TasCluster {
+        TasCluster {
+            non_tas,
+            trees: Arc::default(),
+            ..self
         }
     }
 
@@ -851,7 +898,9 @@ impl TasCluster {
                 .nodes
                 .iter()
                 .filter(|n| flavor.node_labels.iter().all(|(k, v)| n.labels.get(k) == Some(v)));
-            Arc::new(TasTree::new(topology, levels, nodes))
+            let none = NodeUsage::new();
+            let non_tas = self.non_tas.as_deref().unwrap_or(&none);
+            Arc::new(TasTree::new(topology, levels, nodes, non_tas))
         };
         // A poisoned cache only means another thread panicked while inserting: build afresh.
         let Ok(mut trees) = self.trees.lock() else {
@@ -874,6 +923,11 @@ impl TasCluster {
                 flavor.name
             )
         })?;
+        if self.non_tas.is_none() {
+            return Err(format!(
+                "the Pods on the Nodes of topology {topology:?} are not listed yet; their free room is unknown"
+            ));
+        }
         let mut s = TasSnapshot::over(self.tree(flavor, topology, levels));
         for (w, a) in admitted {
             for psa in &a.pod_set_assignments {

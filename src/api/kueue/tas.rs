@@ -20,6 +20,9 @@ pub const PREFERRED_TOPOLOGY: &str = "kueue.x-k8s.io/podset-preferred-topology";
 pub const UNCONSTRAINED_TOPOLOGY: &str = "kueue.x-k8s.io/podset-unconstrained-topology";
 pub const SLICE_REQUIRED_TOPOLOGY: &str = "kueue.x-k8s.io/podset-slice-required-topology";
 pub const SLICE_SIZE: &str = "kueue.x-k8s.io/podset-slice-size";
+/// Kueue's multi-layer slice annotation; quotagate reads it only to tell a TAS pod from another.
+pub const SLICE_REQUIRED_TOPOLOGY_CONSTRAINTS: &str =
+    "kueue.x-k8s.io/podset-slice-required-topology-constraints";
 pub const PODSET_GROUP_NAME: &str = "kueue.x-k8s.io/podset-group-name";
 /// The scheduling gate a TAS pod waits behind until its domain's node selector is set.
 pub const TOPOLOGY_SCHEDULING_GATE: &str = "kueue.x-k8s.io/topology";
@@ -39,6 +42,21 @@ fn annotation<'a>(meta: Option<&'a ObjectMeta>, key: &str) -> Option<&'a str> {
     meta.and_then(|m| m.annotations.as_ref())
         .and_then(|a| a.get(key))
         .map(String::as_str)
+}
+
+/// Whether a pod was placed by TAS (Kueue's `utiltas.IsTAS`): it carries a topology annotation, which
+/// an implied (TAS-only ClusterQueue) placement sets as unconstrained. Other pods' requests on a node
+/// are taken from that node's free room.
+pub fn is_tas_pod(meta: &ObjectMeta) -> bool {
+    [
+        REQUIRED_TOPOLOGY,
+        PREFERRED_TOPOLOGY,
+        UNCONSTRAINED_TOPOLOGY,
+        SLICE_REQUIRED_TOPOLOGY,
+        SLICE_REQUIRED_TOPOLOGY_CONSTRAINTS,
+    ]
+    .iter()
+    .any(|k| annotation(Some(meta), k).is_some())
 }
 
 /// Go's `strconv.ParseBool`.

@@ -135,6 +135,19 @@ pub async fn load_live(client: &kube::Client) -> Result<Snapshot, FitError> {
     } else {
         (Vec::new(), Vec::new())
     };
+    // What scheduled pods TAS did not place take on the Nodes, as the admission loop counts them.
+    let mut non_tas = crate::queue::non_tas::NonTasPods::default();
+    if tas {
+        let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::all(client.clone());
+        let list = pods
+            .list(&ListParams::default().fields("spec.nodeName!="))
+            .await
+            .map_err(|source| FitError::List { kind: "Pods", source })?;
+        for p in &list.items {
+            let usage = crate::queue::non_tas::non_tas_usage(p).ok().flatten();
+            non_tas.set(crate::queue::non_tas::pod_key(p), usage);
+        }
+    }
     Ok(Snapshot {
         cluster_queues: all(client, "ClusterQueues").await?,
         cohorts: all(client, "Cohorts").await?,
@@ -148,6 +161,7 @@ pub async fn load_live(client: &kube::Client) -> Result<Snapshot, FitError> {
         priority_classes: BTreeMap::new(),
         // A ClusterQueue whose checks are missing or inactive admits nothing.
         admission_checks: all(client, "AdmissionChecks").await?,
+        non_tas: Some(non_tas.per_node()),
     })
 }
 

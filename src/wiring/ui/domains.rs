@@ -1,8 +1,9 @@
 //! The web view's Topology domains: for each ResourceFlavor that names a Topology, the lowest-level
 //! domains of its Nodes grouped under the higher levels, each with its Nodes, allocatable, what
-//! admitted Workloads' `topologyAssignment`s hold there, what is free, and which Workloads have pods
-//! there. The numbers come from the queue's own TAS snapshot (`queue::tas`) over the Topologies,
-//! Nodes and Workloads the admission loop reads, so the view cannot disagree with placement. Every
+//! admitted Workloads' `topologyAssignment`s hold there, what pods TAS did not place request there,
+//! what is free, and which Workloads have pods there. The numbers come from the queue's own TAS
+//! snapshot (`queue::tas`) over the Topologies, Nodes, non-TAS pods' sums and Workloads the admission
+//! loop reads, so the view cannot disagree with placement. Every
 //! list is bounded: the page stays small whatever the cluster holds.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -53,6 +54,8 @@ pub struct DomainRow {
     pub nodes: Vec<String>,
     pub nodes_total: usize,
     pub allocatable: Vec<i64>,
+    /// What pods TAS did not place request on its Nodes.
+    pub non_tas: Vec<i64>,
     /// What admitted Workloads' topology assignments hold there.
     pub held: Vec<i64>,
     pub free: Vec<i64>,
@@ -115,6 +118,9 @@ pub fn domains(snap: &Snapshot) -> Vec<FlavorDomains> {
         snap.topologies.iter().map(|t| &**t),
         snap.nodes.iter().map(|n| &**n),
     );
+    // Until the admission loop has listed the pods, the view shows the nodes' room without them
+    // (the loop places nothing then).
+    let cluster = cluster.with_non_tas(Some(snap.non_tas.clone().unwrap_or_default()));
     let held = held(&snap.workloads);
     tas.into_iter()
         .map(|(f, topology)| flavor_domains(snap, &cluster, f, topology, &held))
@@ -213,6 +219,7 @@ fn flavor_domains(
             nodes: leaf.nodes.iter().take(DOMAIN_NODES).cloned().collect(),
             nodes_total: leaf.nodes.len(),
             allocatable: column(Some(leaf.allocatable)),
+            non_tas: column(Some(leaf.non_tas)),
             held: column(Some(leaf.held)),
             free: column(free.get(leaf.values)),
             workloads: wls

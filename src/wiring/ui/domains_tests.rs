@@ -215,3 +215,29 @@ fn lists_are_bounded_and_a_claimed_domain_count_is_not_allocated() {
     let f = &domains(&snap)[0];
     assert_eq!((f.rows.len(), f.rows_total), (DOMAIN_ROWS, DOMAIN_ROWS + 5));
 }
+
+/// Kueue's `SerializeFreeCapacityPerDomain` (`tas_flavor_snapshot.go`) reports a leaf's free capacity
+/// net of non-TAS pods and its TAS usage apart: here a host's free room drops by what a pod TAS did
+/// not place requests there too, shown in its own column, as placement counts it.
+#[test]
+fn a_hosts_free_room_drops_by_what_other_pods_request() {
+    let mut snap = two_racks();
+    let other: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
+        "metadata": {"name": "web", "namespace": "ns"},
+        "spec": {"nodeName": "h2", "containers": [{"name": "c", "resources": {"requests": {"cpu": "1500m"}}}]},
+        "status": {"phase": "Running"}}))
+    .unwrap();
+    let mut pods = crate::queue::non_tas::NonTasPods::default();
+    pods.set(
+        crate::queue::non_tas::pod_key(&other),
+        crate::queue::non_tas::non_tas_usage(&other).unwrap(),
+    );
+    snap.non_tas = Some(pods.per_node());
+    let got = domains(&snap);
+    let h2 = got[0].rows.iter().find(|r| r.values[2] == "h2").unwrap();
+    assert_eq!(h2.non_tas, [1500, 0, 0]);
+    assert_eq!(h2.held, [2000, 4 * GI, 0]);
+    assert_eq!(h2.free, [500, 12 * GI, 2]);
+    let h1 = got[0].rows.iter().find(|r| r.values[2] == "h1").unwrap();
+    assert_eq!((h1.non_tas[0], h1.free[0]), (0, 4000));
+}

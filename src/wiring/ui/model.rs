@@ -19,6 +19,7 @@ use crate::api::kueue::{
     AdmissionCheck, CheckState, ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Topology, Workload,
 };
 use crate::api::ray::{RayCluster, RayJob, RayService};
+use crate::queue::non_tas::NodeUsage;
 
 /// Points kept per RayService for the traffic chart.
 pub const HISTORY_POINTS: usize = 120;
@@ -44,6 +45,8 @@ pub struct Stores {
     pub multikueue_clusters: Store<MultiKueueCluster>,
     pub topologies: Store<Topology>,
     pub nodes: Store<Node>,
+    /// The admission loop's sums of non-TAS pods' requests per node.
+    pub non_tas: crate::admission::NonTasUsage,
     pub events: EventLog,
 }
 
@@ -64,6 +67,8 @@ pub struct Snapshot {
     /// For the Topology domains (see `domains.rs`).
     pub topologies: Vec<Arc<Topology>>,
     pub nodes: Vec<Arc<Node>>,
+    /// Per node, what pods TAS did not place request there (as the admission loop counts them).
+    pub non_tas: Option<Arc<NodeUsage>>,
     /// Recent Events by (kind, namespace, name) of the object they regard.
     pub events: HashMap<ObjectKey, Vec<EventLine>>,
     /// Traffic history by RayService (namespace, name).
@@ -96,6 +101,7 @@ impl Stores {
             multikueue_clusters: sorted(&self.multikueue_clusters),
             topologies: sorted(&self.topologies),
             nodes: sorted(&self.nodes),
+            non_tas: self.non_tas.per_node(),
             events: self.events.lines(),
             history: history.points.clone(),
             events_unavailable: self.events.unavailable(),
@@ -132,6 +138,7 @@ impl Snapshot {
         for n in &self.nodes {
             hash_node(n, &mut h);
         }
+        self.non_tas.hash(&mut h);
         let mut events: Vec<(&ObjectKey, &Vec<EventLine>)> = self.events.iter().collect();
         events.sort_by_key(|(k, _)| *k);
         for (k, lines) in events {

@@ -121,6 +121,7 @@ pub fn spawn(
         multikueue_clusters: reflect_unless_absent(Api::all(client.clone()), &mut tasks),
         topologies: caches.topologies.clone(),
         nodes: caches.nodes.clone(),
+        non_tas: caches.non_tas.clone(),
         events,
     };
     let (tx, rx) = watch::channel(Arc::new(String::new()));

@@ -1,6 +1,6 @@
 //! The Topology domains section: per TAS ResourceFlavor its Topology's levels and one row per
-//! lowest-level domain under headings for the domains above it, with free, held and allocatable per
-//! resource and the admitted Workloads placed there (the model is `ui/domains.rs`).
+//! lowest-level domain under headings for the domains above it, with free, held (and what pods TAS
+//! did not place take) and allocatable per resource and the admitted Workloads placed there (the model is `ui/domains.rs`).
 
 use std::fmt::Write as _;
 
@@ -75,7 +75,7 @@ fn flavor_card(f: &FlavorDomains, s: &mut String) {
     for r in &f.resources {
         let _ = write!(
             s,
-            "<th>{}<br><span class=\"note\">free · held / allocatable</span></th>",
+            "<th>{}<br><span class=\"note\">free · held (+ other pods) / allocatable</span></th>",
             esc(r)
         );
     }
@@ -142,13 +142,19 @@ fn domain_row(f: &FlavorDomains, row: &DomainRow, s: &mut String) {
         let at = |v: &[i64]| v.get(i).copied().unwrap_or(0);
         let (free, held, alloc) = (at(&row.free), at(&row.held), at(&row.allocatable));
         let class = if free < 0 { " class=\"warn\"" } else { "" };
+        // Pods TAS did not place, shown only where there are some.
+        let other = match at(&row.non_tas) {
+            0 => String::new(),
+            n => format!(" + {} other", qty(r, n)),
+        };
         let _ = write!(
             s,
-            "<td data-resource=\"{}\" data-free=\"{}\"{class}><b>{}</b> · {} / {}</td>",
+            "<td data-resource=\"{}\" data-free=\"{}\"{class}><b>{}</b> · {}{} / {}</td>",
             esc(r),
             esc(&qty(r, free)),
             esc(&qty(r, free)),
             esc(&qty(r, held)),
+            esc(&other),
             esc(&qty(r, alloc))
         );
     }
