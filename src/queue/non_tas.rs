@@ -13,8 +13,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::QueueError;
 use super::amount::Amount;
-use super::requests::{Requests, pod_requests};
-use super::tas::PODS;
+use super::requests::{PODS, Requests, pod_requests};
 use crate::api::kueue::tas::is_tas_pod;
 
 /// Per node name: what non-TAS pods request there, one `pods` per pod included.

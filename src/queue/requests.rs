@@ -11,6 +11,9 @@ use super::QueueError;
 use super::amount::Amount;
 use crate::api::quantity::{Quantity, resource_value};
 
+/// The resource every pod takes one of on its node (`.status.allocatable.pods`).
+pub const PODS: &str = "pods";
+
 pub type Requests = BTreeMap<String, Amount>;
 
 fn parse_list(field: &str, list: Option<&BTreeMap<String, K8sQuantity>>) -> Result<Requests, QueueError> {

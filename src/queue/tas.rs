@@ -30,8 +30,7 @@ use crate::api::kueue::tas::{DomainAssignment, HOSTNAME_LABEL};
 
 pub use super::topology::{Placement, TopologyRequest};
 
-/// The resource every pod takes one of on its node (`.status.allocatable.pods`).
-pub const PODS: &str = "pods";
+pub use super::requests::PODS;
 
 /// A Node as TAS sees it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
