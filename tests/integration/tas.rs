@@ -417,3 +417,61 @@ async fn a_higher_priority_job_preempts_the_rack_it_needs() {
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
 }
+
+/// Kueue's tas_test.go, "non-TAS pod exists": "non-TAS pod is deleted, releasing capacity". A pod TAS
+/// did not place (no topology annotation) bound to a rack-a node takes that node's room: 3 pods of 1
+/// cpu fit in no rack while it runs, and land in rack-a once it is deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_non_tas_pod_takes_its_nodes_room_until_it_is_gone() {
+    let (c, _sims) = racks(&[RACK]).await;
+    let rack_a: Vec<String> = Api::<Node>::all(c.client.clone())
+        .list(&ListParams::default().labels(&format!("{RACK}=rack-a")))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect();
+    assert_eq!(rack_a.len(), 2);
+    let pods: Api<Pod> = Api::namespaced(c.client.clone(), "default");
+    let web: Pod = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"nodeName": rack_a[0], "terminationGracePeriodSeconds": 0, "containers": [
+            {"name": "c", "image": "busybox", "command": ["sh", "-c", "sleep 600"],
+             "resources": {"requests": {"cpu": "2"}}}]}
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &web).await.unwrap();
+
+    let jobs: Api<Job> = Api::namespaced(c.client.clone(), "default");
+    let wls = c.workloads();
+    jobs.create(&PostParams::default(), &job("three", 3, "sleep 1"))
+        .await
+        .unwrap();
+    let three = workload_of(&c, "three").await;
+    let wl = wait_for(&wls, &three, "pending with a reason", |w: &Workload| {
+        condition(w, "QuotaReserved").is_some_and(|(s, _, m)| s == "False" && m.contains("topology"))
+    })
+    .await;
+    let (_, _, message) = condition(&wl, "QuotaReserved").unwrap();
+    assert!(
+        message.contains(r#"topology "default" allows to fit only 2 out of 3 pod(s)"#),
+        "{message}"
+    );
+
+    pods.delete("web", &kube::api::DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    let wl = wait_for(&wls, &three, "admitted once web is gone", |w: &Workload| {
+        reserved(w)
+    })
+    .await;
+    let ta = wl.admission().unwrap().pod_set_assignments[0]
+        .topology_assignment
+        .clone()
+        .unwrap();
+    let domains = decode_assignment(&ta);
+    assert_eq!(domains.len(), 1, "{ta:?}");
+    assert_eq!((domains[0].values[0].as_str(), domains[0].count), ("rack-a", 3));
+}
