@@ -5,9 +5,7 @@
 //! top (`benches/store_memory.rs` measures RSS).
 //! `cargo test --test embedded_sim_memory -- --nocapture` prints the figures.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
@@ -16,31 +14,8 @@ use quotagate::embedded::sim::{self, SimConfig};
 use quotagate::embedded::{AllowAll, EmbeddedServer, QuotagateCrds};
 use tokio_util::sync::CancellationToken;
 
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static A: Counting = Counting;
-
-fn live() -> isize {
-    LIVE.load(Ordering::Relaxed)
-}
+mod counting_alloc;
+use counting_alloc::live;
 
 /// The pod of `benches/store_memory.rs` (a KubeRay worker, about 1.7 KB as compact JSON).
 fn pod(i: usize) -> Pod {
