@@ -47,6 +47,7 @@ mod take;
 mod transition_metrics;
 mod unchanged;
 mod unconfirmed;
+pub mod workload_events;
 pub(crate) mod workload_status;
 pub(crate) mod write_backoff;
 mod write_metrics;

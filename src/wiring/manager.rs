@@ -218,6 +218,7 @@ pub async fn run_manager(
             .is_some_and(|c| c.unscheduled_timeout.is_some()),
         metrics: metrics.clone(),
         managed_jobs: Arc::new(opts.managed_jobs.clone()),
+        workload_events: caches.workload_events.clone(),
     };
     tasks.extend(super::frameworks::spawn(opts.frameworks, &jobs, &cancel));
     if let Some(mut mk) = super::frameworks::multikueue_options(opts.frameworks, &opts.multikueue) {
@@ -243,6 +244,7 @@ pub async fn run_manager(
             opts.ray_gates,
             opts.upgrade_deadline,
             opts.managed_jobs.clone(),
+            caches.workload_events.clone(),
             rx.clone(),
         ));
     }
@@ -411,6 +413,7 @@ fn spawn_ray_operator_when_leader(
     gates: crate::api::ray::validation::RayFeatureGates,
     upgrade_deadline: Option<Duration>,
     managed_jobs: crate::api::kueue::config::ManagedJobs,
+    workload_events: crate::admission::workload_events::WorkloadEvents,
     mut leader: watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
@@ -419,8 +422,14 @@ fn spawn_ray_operator_when_leader(
                 return;
             }
         }
-        let _operator =
-            super::ray::spawn_ray_operator(client, &dashboards, gates, upgrade_deadline, managed_jobs);
+        let _operator = super::ray::spawn_ray_operator(
+            client,
+            &dashboards,
+            gates,
+            upgrade_deadline,
+            managed_jobs,
+            Some(workload_events),
+        );
         std::future::pending::<()>().await
     })
 }
