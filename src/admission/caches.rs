@@ -102,6 +102,7 @@ impl Caches {
                 }
             })
         };
+        workload_events.set_store(workloads.clone());
         tasks.push(non_tas.start(
             client.clone(),
             topologies.clone(),

@@ -5,13 +5,16 @@
 //! A controller that owns Workloads only needs to know which of its objects to wake, so a
 //! subscriber gets the Workload's name, namespace and owner references, and only for Workloads with
 //! an owner reference of its kind (the references kube-runtime's `owns` maps back to owners). A
-//! Workload no job owns (a bare one, as a benchmark creates) costs the subscribers nothing.
+//! Workload no job owns (a bare one, as a benchmark creates) costs the subscribers nothing. A
+//! controller whose own objects are Workloads gets those it acts on whole, and reads the others from
+//! the shared store.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use futures::Stream;
 use kube::Resource;
 use kube::api::{ObjectMeta, PartialObjectMeta};
+use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
 use tokio::sync::mpsc;
 
@@ -20,16 +23,43 @@ use crate::api::kueue::Workload;
 /// What a subscriber gets: a Workload reduced to what maps it to its owners.
 pub type Touched = PartialObjectMeta<Workload>;
 
-struct Subscriber {
+type Wants = Box<dyn Fn(&Workload) -> bool + Send + Sync>;
+
+enum Subscriber {
     /// `(apiVersion, kind)` of the owners it maps Workloads to.
-    owners: Vec<(String, String)>,
-    tx: mpsc::UnboundedSender<Touched>,
+    Owners {
+        owners: Vec<(String, String)>,
+        tx: mpsc::UnboundedSender<Touched>,
+    },
+    Whole {
+        wants: Wants,
+        tx: mpsc::UnboundedSender<Workload>,
+    },
+}
+
+impl Subscriber {
+    /// Hands `wl` over if it wants it; false once its stream is gone.
+    fn offer(&self, wl: &Workload) -> bool {
+        match self {
+            Subscriber::Owners { owners, tx } => {
+                let mine = wl
+                    .metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|o| owners.iter().any(|(v, k)| o.kind == *k && o.api_version == *v));
+                !mine || tx.send(reduced(wl)).is_ok()
+            }
+            Subscriber::Whole { wants, tx } => !wants(wl) || tx.send(wl.clone()).is_ok(),
+        }
+    }
 }
 
 /// The fan-out of the shared Workload watch. Cloning shares it.
 #[derive(Clone, Default)]
 pub struct WorkloadEvents {
     subscribers: Arc<Mutex<Vec<Subscriber>>>,
+    store: Arc<OnceLock<Store<Workload>>>,
 }
 
 impl WorkloadEvents {
@@ -54,9 +84,35 @@ impl WorkloadEvents {
     ) -> impl Stream<Item = Result<Touched, watcher::Error>> + Send + 'static {
         let (tx, mut rx) = mpsc::unbounded_channel();
         if let Ok(mut subs) = self.subscribers.lock() {
-            subs.push(Subscriber { owners, tx });
+            subs.push(Subscriber::Owners { owners, tx });
         }
         futures::stream::poll_fn(move |cx| rx.poll_recv(cx).map(|o| o.map(Ok)))
+    }
+
+    /// Every Workload `wants` takes, whole, as it is applied or deleted from now on (deletions carry
+    /// the last state), for `Controller::for_stream` with [`Self::store`] or a tracker of its own.
+    pub fn whole(
+        &self,
+        wants: impl Fn(&Workload) -> bool + Send + Sync + 'static,
+    ) -> impl Stream<Item = Result<Workload, watcher::Error>> + Send + 'static {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        if let Ok(mut subs) = self.subscribers.lock() {
+            subs.push(Subscriber::Whole {
+                wants: Box::new(wants),
+                tx,
+            });
+        }
+        futures::stream::poll_fn(move |cx| rx.poll_recv(cx).map(|o| o.map(Ok)))
+    }
+
+    /// The store the shared watch fills, once the watch runs (`None` for a hub no watch feeds).
+    pub fn store(&self) -> Option<Store<Workload>> {
+        self.store.get().cloned()
+    }
+
+    /// Names the store the watch that publishes here fills.
+    pub fn set_store(&self, store: Store<Workload>) {
+        let _ = self.store.set(store);
     }
 
     /// Hands one event of the shared watch to the subscribers whose kind owns the Workload.
@@ -71,21 +127,9 @@ impl WorkloadEvents {
     }
 
     fn touched(&self, wl: &Workload) {
-        let Some(owners) = wl.metadata.owner_references.as_deref() else {
-            return;
-        };
-        if owners.is_empty() {
-            return;
+        if let Ok(mut subs) = self.subscribers.lock() {
+            subs.retain(|s| s.offer(wl));
         }
-        let Ok(mut subs) = self.subscribers.lock() else {
-            return;
-        };
-        subs.retain(|s| {
-            let owned = owners
-                .iter()
-                .any(|o| s.owners.iter().any(|(v, k)| o.kind == *k && o.api_version == *v));
-            !owned || s.tx.send(reduced(wl)).is_ok()
-        });
     }
 
     /// How many controllers are subscribed.
@@ -197,6 +241,23 @@ mod tests {
             Some(("ray.io/v1", "RayJob")),
         )));
         assert_eq!(ready(&mut ray_kinds), vec!["both"]);
+    }
+
+    #[test]
+    fn a_whole_subscriber_gets_what_it_wants_whole() {
+        let hub = WorkloadEvents::default();
+        let mut named = Box::pin(hub.whole(|w| w.metadata.name.as_deref() == Some("this")));
+        let mut this = wl("this", None);
+        this.spec.queue_name = Some("q".into());
+        hub.publish(&watcher::Event::Apply(this));
+        hub.publish(&watcher::Event::Apply(wl("that", None)));
+        hub.publish(&watcher::Event::Delete(wl("this", None)));
+        let got: Vec<Workload> = std::iter::from_fn(|| named.next().now_or_never().flatten())
+            .filter_map(Result::ok)
+            .collect();
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0].spec.queue_name.as_deref(), Some("q"));
+        assert_eq!(got[1].spec.queue_name, None);
     }
 
     #[test]

@@ -20,6 +20,7 @@ use super::health::{self, Health};
 use super::leader::{self, LeaderConfig, LeaderError};
 use super::metrics::{Metrics, Role};
 use super::tasks::{AbortOnDrop, Tasks};
+use crate::admission::workload_events::WorkloadEvents;
 use crate::admission::{AdmissionLoop, Caches};
 use crate::embedded::{self, EmbeddedServer};
 use crate::jobframework::job_controller::JobContext;
@@ -157,7 +158,13 @@ pub async fn run_manager(
     let mk_metrics = Arc::new(crate::multikueue::metrics::Metrics::new(Arc::new(move || {
         role.role()
     })));
-    let extra = with_multikueue(extra_metrics(&client, &opts, &mut tasks), &mk_metrics);
+    let notify = Arc::new(Notify::new());
+    let (caches, cache_tasks) = Caches::start(&client, notify.clone());
+    tasks.extend(cache_tasks);
+    let extra = with_multikueue(
+        extra_metrics(&client, &opts, &caches.workload_events, &mut tasks),
+        &mk_metrics,
+    );
     let extra = with_dropped_events(extra, &dropped_events);
     let auth = (opts.metrics_auth.clone()).unwrap_or_else(|| health::MetricsAuth::delegated(client.clone()));
     let health = Health::new(metrics.clone())
@@ -167,9 +174,6 @@ pub async fn run_manager(
         serve_health(addr, &client, &opts, &health, &cancel, &mut tasks).await?;
     }
     let (mut lease_task, rx) = start_leader_election(&client, &opts, &metrics, &mut tasks);
-    let notify = Arc::new(Notify::new());
-    let (caches, cache_tasks) = Caches::start(&client, notify.clone());
-    tasks.extend(cache_tasks);
     if let Some(w) = opts.webhook.clone() {
         // The aggregated API groups ride on the webhook's TLS port (config/apiservice/).
         let groups = super::explain::router(opts.explanations.clone())
@@ -316,11 +320,16 @@ fn with_dropped_events(
 }
 
 /// With the Ray operator: KubeRay's metrics and the gate's, beside any extra series.
-fn extra_metrics(client: &Client, opts: &ManagerOptions, tasks: &mut Tasks) -> Option<health::ExtraMetrics> {
+fn extra_metrics(
+    client: &Client,
+    opts: &ManagerOptions,
+    workload_events: &WorkloadEvents,
+    tasks: &mut Tasks,
+) -> Option<health::ExtraMetrics> {
     match (opts.ray.is_some(), opts.extra_metrics.clone()) {
         (false, extra) => extra,
         (true, extra) => {
-            let ray = super::ray_metrics::spawn(client, tasks);
+            let ray = super::ray_metrics::spawn(client, workload_events, tasks);
             Some(health::ExtraMetrics::new(move || {
                 let mut text = ray();
                 if let Some(e) = &extra {
