@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use futures::StreamExt;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client, Resource, ResourceExt};
 
@@ -13,6 +14,9 @@ use super::sync::{AdmissionState, Snapshot, key_of};
 use super::writer::{now, wl_api};
 use crate::admission::metrics::Metrics;
 use crate::api::kueue::{ClusterQueue, Cohort, LocalQueue, Workload};
+
+/// One queue object's status write.
+type StatusWrite = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
 /// What the queue writes use of the loop: its client and metrics.
 pub(super) struct Queues<'a> {
@@ -32,6 +36,9 @@ impl Queues<'_> {
         let mut active: HashMap<String, bool> = HashMap::new();
         let mut cores: HashMap<String, crate::queue::ClusterQueueStatus> = HashMap::new();
         let cq_api: Api<ClusterQueue> = Api::all(self.client.clone());
+        // The status writes go out together once decided, bounded as the cycle's workload writes:
+        // a thousand queues written one round trip after another held the next cycle for seconds.
+        let mut writes: Vec<StatusWrite> = Vec::new();
         let known_checks = super::checks::known_checks(snap.admission_checks.iter().map(|c| c.as_ref()));
         for cq in &snap.cluster_queues {
             let name = cq.name_any();
@@ -53,18 +60,21 @@ impl Queues<'_> {
                 core.as_ref().and_then(|c| c.inactive.as_deref()),
             );
             active.insert(name.clone(), ok);
+            if let Some(c) = core.clone() {
+                cores.insert(name.clone(), c);
+            }
             let share = state.core.cluster_queue_share(&name);
             if let Some(status) =
                 queue_status::cluster_queue(cq, core.as_ref(), &flavors, &check_problems, t, share)
             {
                 let mut obj = (**cq).clone();
                 obj.status = Some(status);
-                if let Err(e) = cq_api.replace_status(&name, &PostParams::default(), &obj).await {
-                    tracing::debug!(cluster_queue = %name, error = %e, "status write failed; will retry");
-                }
-            }
-            if let Some(c) = core {
-                cores.insert(name, c);
+                let api = cq_api.clone();
+                writes.push(Box::pin(async move {
+                    if let Err(e) = api.replace_status(&name, &PostParams::default(), &obj).await {
+                        tracing::debug!(cluster_queue = %name, error = %e, "status write failed; will retry");
+                    }
+                }));
             }
         }
         for f in &snap.flavors {
@@ -89,12 +99,13 @@ impl Queues<'_> {
             if let Some(status) = queue_status::cohort(co, state.core.cohort_share(&co.name_any())) {
                 let mut obj = (**co).clone();
                 obj.status = Some(status);
-                if let Err(e) = cohort_api
-                    .replace_status(&co.name_any(), &PostParams::default(), &obj)
-                    .await
-                {
-                    tracing::debug!(cohort = %co.name_any(), error = %e, "status write failed; will retry");
-                }
+                let api = cohort_api.clone();
+                writes.push(Box::pin(async move {
+                    let name = obj.name_any();
+                    if let Err(e) = api.replace_status(&name, &PostParams::default(), &obj).await {
+                        tracing::debug!(cohort = %name, error = %e, "status write failed; will retry");
+                    }
+                }));
             }
         }
         // Keys borrowed from the snapshot: grouping every workload allocates no key.
@@ -125,14 +136,18 @@ impl Queues<'_> {
                 let api: Api<LocalQueue> = Api::namespaced(self.client.clone(), &ns);
                 let mut obj = (**lq).clone();
                 obj.status = Some(status);
-                if let Err(e) = api
-                    .replace_status(&lq.name_any(), &PostParams::default(), &obj)
-                    .await
-                {
-                    tracing::debug!(local_queue = %lq.name_any(), error = %e, "status write failed; will retry");
-                }
+                writes.push(Box::pin(async move {
+                    let name = obj.name_any();
+                    if let Err(e) = api.replace_status(&name, &PostParams::default(), &obj).await {
+                        tracing::debug!(local_queue = %name, error = %e, "status write failed; will retry");
+                    }
+                }));
             }
         }
+        futures::stream::iter(writes)
+            .buffer_unordered(super::run::WRITE_CONCURRENCY)
+            .for_each(|()| async {})
+            .await;
     }
 
     /// Brings `spec.priority` of workloads to their WorkloadPriorityClass's current value. A

@@ -61,7 +61,7 @@ pub struct AdmissionLoop {
 const GAUGES_EVERY_CYCLE_BELOW: usize = 1000;
 
 /// Writes in flight at once within a cycle.
-const WRITE_CONCURRENCY: usize = 16;
+pub(super) const WRITE_CONCURRENCY: usize = 16;
 
 /// Workers writing pending statuses off the cycle: fewer than the cycle's own writes, so the next
 /// cycle's admissions are not crowded out.
