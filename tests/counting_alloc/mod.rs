@@ -7,10 +7,16 @@ use std::sync::atomic::{AtomicIsize, Ordering};
 struct Counting;
 
 static LIVE: AtomicIsize = AtomicIsize::new(0);
+static PEAK: AtomicIsize = AtomicIsize::new(0);
+
+fn grew(by: isize) {
+    let now = LIVE.fetch_add(by, Ordering::Relaxed) + by;
+    PEAK.fetch_max(now, Ordering::Relaxed);
+}
 
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        grew(layout.size() as isize);
         unsafe { System.alloc(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
@@ -18,7 +24,7 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
+        grew(new_size as isize - layout.size() as isize);
         unsafe { System.realloc(ptr, layout, new_size) }
     }
 }
@@ -29,4 +35,16 @@ static A: Counting = Counting;
 /// The heap bytes live now.
 pub fn live() -> isize {
     LIVE.load(Ordering::Relaxed)
+}
+
+/// The most heap live at once since the last [`reset_peak`] (or the start).
+#[allow(dead_code)] // not every test that counts reads the peak
+pub fn peak() -> isize {
+    PEAK.load(Ordering::Relaxed)
+}
+
+/// Starts the peak again from the heap live now.
+#[allow(dead_code)]
+pub fn reset_peak() {
+    PEAK.store(live(), Ordering::Relaxed);
 }

@@ -242,11 +242,12 @@ pub fn survives_head_restart(rc: &RayCluster) -> bool {
 /// The head pod's uid: the live head pod, not being deleted.
 fn head_uid(pods: &[&Pod]) -> Option<String> {
     pods.iter()
-        .find(|p| {
-            p.metadata.deletion_timestamp.is_none()
-                && p.labels().get(c::LABEL_NODE_TYPE).map(String::as_str) == Some(c::NODE_TYPE_HEAD)
-        })
+        .find(|p| p.metadata.deletion_timestamp.is_none() && is_head(p))
         .and_then(|p| p.metadata.uid.clone())
+}
+
+fn is_head(pod: &Pod) -> bool {
+    pod.labels().get(c::LABEL_NODE_TYPE).map(String::as_str) == Some(c::NODE_TYPE_HEAD)
 }
 
 /// A head that was seen and is now another pod restarted. A head not seen before (a process that
@@ -408,14 +409,31 @@ async fn step(
         .iter()
         .filter(|rc| rc.spec.autoscaling_enabled())
         .collect();
-    let pods = if clusters.is_empty() {
+    // Every cluster's head (a replaced head loses its Serve apps), and the other pods of the
+    // autoscaled clusters only: a cluster sized by hand has its workers never read, and a huge one,
+    // listed whole every period, was most of this loop's memory.
+    let mut pods = if clusters.is_empty() {
         Vec::new()
     } else {
+        let heads = format!(
+            "{},{}={}",
+            c::LABEL_CLUSTER,
+            c::LABEL_NODE_TYPE,
+            c::NODE_TYPE_HEAD
+        );
         Api::<Pod>::all(client.clone())
-            .list(&ListParams::default().labels(c::LABEL_CLUSTER))
+            .list(&ListParams::default().labels(&heads))
             .await?
             .items
     };
+    for rc in &autoscaled {
+        let members = format!("{}={}", c::LABEL_CLUSTER, rc.name_any());
+        let listed = Api::<Pod>::namespaced(client.clone(), &rc.namespace().unwrap_or_default())
+            .list(&ListParams::default().labels(&members))
+            .await?
+            .items;
+        pods.extend(listed.into_iter().filter(|p| !is_head(p)));
+    }
     let mut by_cluster: HashMap<(String, &str), Vec<&Pod>> = HashMap::new();
     for p in &pods {
         if let Some(cluster) = p.labels().get(c::LABEL_CLUSTER) {

@@ -29,9 +29,10 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Container, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, reflector, watcher};
 use serde_json::{Value, json};
 
 use super::RaySim;
@@ -301,6 +302,29 @@ pub fn parse(pod: &Pod) -> Option<(String, Submission)> {
         .find_map(|c| parse_container(c).map(|s| (c.name.clone(), s)))
 }
 
+/// What the controller's cache keeps of a pod: a pod that runs a submitter whole (less its
+/// `managedFields`), any other as its name, namespace, uid and version, all `reconcile` reads of it
+/// (it forgets that uid). The cache holds every pod in the cluster and most run no submitter (a
+/// RayCluster's workers): whole, they were most of this simulator's memory. A pod's containers never
+/// change, so a pod slimmed once never needs its spec again.
+pub fn slim(pod: &mut Pod) {
+    pod.metadata.managed_fields = None;
+    if parse(pod).is_some() {
+        return;
+    }
+    let meta = std::mem::take(&mut pod.metadata);
+    *pod = Pod {
+        metadata: ObjectMeta {
+            name: meta.name,
+            namespace: meta.namespace,
+            uid: meta.uid,
+            resource_version: meta.resource_version,
+            ..ObjectMeta::default()
+        },
+        ..Pod::default()
+    };
+}
+
 /// The pod's status once its submitter container `name` ended with `code`. Alone in its pod (K8sJobMode)
 /// the pod ends with it; beside other containers (SidecarMode, in the head pod) only that container
 /// ends, and the pod, still Running, is no longer Ready, as the kubelet says of a pod that never restarts.
@@ -519,12 +543,16 @@ struct Ctx {
 #[error("kube API: {0}")]
 struct LoopError(#[from] kube::Error);
 
-async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, LoopError> {
+/// The submitter container this simulator plays in `pod`, if any: a Running pod, not being
+/// deleted, in `scope`, that runs `ray job submit`.
+fn playing(pod: &Pod, scope: &Scope) -> Option<(String, Submission)> {
     let running = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+    parse(pod).filter(|_| running && pod.metadata.deletion_timestamp.is_none() && scope.plays(pod))
+}
+
+async fn reconcile(pod: Arc<Pod>, ctx: Arc<Ctx>) -> Result<Action, LoopError> {
     let uid = pod.metadata.uid.clone().unwrap_or_default();
-    let Some((container, mut sub)) =
-        parse(&pod).filter(|_| running && pod.metadata.deletion_timestamp.is_none() && ctx.scope.plays(&pod))
-    else {
+    let Some((container, mut sub)) = playing(&pod, &ctx.scope) else {
         ctx.ids.lock().unwrap_or_else(|p| p.into_inner()).remove(&uid);
         return Ok(Action::await_change());
     };
@@ -794,7 +822,13 @@ pub async fn run_in(client: kube::Client, sim: Arc<RaySim>, scope: Scope) {
         scope,
         ids: Mutex::new(HashMap::new()),
     });
-    Controller::new(Api::<Pod>::all(client), watcher::Config::default())
+    // As `Controller::new` watches, with the pods that run no submitter cached as their names only.
+    let (reader, writer) = reflector::store();
+    let pods = watcher(Api::<Pod>::all(client), watcher::Config::default())
+        .modify(slim)
+        .reflect(writer)
+        .applied_objects();
+    Controller::for_stream(pods, reader)
         .run(
             reconcile,
             |_, _, _| Action::requeue(Duration::from_millis(200)),

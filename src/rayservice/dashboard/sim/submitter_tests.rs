@@ -392,3 +392,74 @@ fn ports_are_read_from_the_address_or_its_scheme() {
     assert_eq!(port_of("http://[::1]/x"), Some(80));
     assert_eq!(port_of("h:notaport"), None);
 }
+
+/// The cache keeps a pod that runs no submitter as its name alone (`slim`): every pod, slimmed, gets
+/// the same decision as whole (played with the same submission, or forgotten by the same uid), in
+/// every phase, deleting or not, bound or not, under either scope; a submitter's pod is kept whole.
+#[test]
+fn a_slimmed_pod_is_played_as_the_whole_one() {
+    let template = crate::rayservice::rayjob::controller::build_submitter(&job("python x.py"), None)
+        .unwrap()
+        .spec
+        .unwrap()
+        .template
+        .spec
+        .unwrap();
+    let k8s_job_mode = serde_json::to_value(&template).unwrap();
+    let sidecar =
+        json!({"containers": [{"name": "ray-head", "image": "ray"}, k8s_job_mode["containers"][0]]});
+    let worker = json!({"containers": [{"name": "ray-worker", "image": "rayproject/ray:2.46.0",
+        "args": ["ray start --address=rc-head-svc:6379 --block"],
+        "env": [{"name": "RAY_PORT", "value": "6379"}],
+        "resources": {"requests": {"cpu": "1"}}}]});
+    let scopes = [Scope::Cluster, Scope::Nodes(["agent-1".to_string()].into())];
+    let mut seen_played = 0;
+    for (kind, spec) in [
+        ("submitter", &k8s_job_mode),
+        ("sidecar", &sidecar),
+        ("worker", &worker),
+    ] {
+        for phase in ["Pending", "Running", "Succeeded"] {
+            for deleting in [false, true] {
+                for node in [None, Some("agent-1"), Some("kubelet-1")] {
+                    let mut spec = spec.clone();
+                    spec["nodeName"] = json!(node);
+                    let mut meta = json!({"name": "p", "namespace": "ns", "uid": "u-p", "resourceVersion": "7",
+                        "labels": {"ray.io/cluster": "rc"},
+                        "managedFields": [{"manager": "m", "operation": "Update"}]});
+                    if deleting {
+                        meta["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+                    }
+                    let whole: Pod = serde_json::from_value(
+                        json!({"metadata": meta, "spec": spec, "status": {"phase": phase}}),
+                    )
+                    .unwrap();
+                    let mut slimmed = whole.clone();
+                    slim(&mut slimmed);
+                    for scope in &scopes {
+                        let decision = playing(&whole, scope);
+                        seen_played += usize::from(decision.is_some());
+                        assert_eq!(playing(&slimmed, scope), decision, "{kind} {phase} {node:?}");
+                    }
+                    assert_eq!(slimmed.metadata.uid, whole.metadata.uid);
+                    assert_eq!(slimmed.metadata.name, whole.metadata.name);
+                    assert_eq!(slimmed.metadata.namespace, whole.metadata.namespace);
+                    assert!(slimmed.metadata.managed_fields.is_none());
+                    if kind == "worker" {
+                        assert!(
+                            slimmed.spec.is_none() && slimmed.status.is_none(),
+                            "a worker is its name"
+                        );
+                    } else {
+                        let mut kept = whole.clone();
+                        kept.metadata.managed_fields = None;
+                        assert_eq!(slimmed, kept, "a submitter's pod is kept whole");
+                    }
+                }
+            }
+        }
+    }
+    // Both submitters are played where they run: Running, not deleting, and in scope (the cluster's
+    // three nodes, the agent's one).
+    assert_eq!(seen_played, 2 * (3 + 1));
+}
