@@ -523,7 +523,7 @@ pub struct JobContext {
     /// `manageJobsWithoutQueueName` and `managedJobsNamespaceSelector`.
     pub managed_jobs: Arc<ManagedJobs>,
     /// The process's one Workload watch: the controllers that own Workloads wake from it.
-    pub workload_events: crate::admission::workload_events::WorkloadEvents,
+    pub workload_events: crate::admission::WorkloadEvents,
 }
 
 /// Whether Kueue manages a job: it names a queue, or `manageJobsWithoutQueueName` takes it in a

@@ -20,7 +20,7 @@ use super::health::{self, Health};
 use super::leader::{self, LeaderConfig, LeaderError};
 use super::metrics::{Metrics, Role};
 use super::tasks::{AbortOnDrop, Tasks};
-use crate::admission::workload_events::WorkloadEvents;
+use crate::admission::WorkloadEvents;
 use crate::admission::{AdmissionLoop, Caches};
 use crate::embedded::{self, EmbeddedServer};
 use crate::jobframework::job_controller::JobContext;
@@ -422,7 +422,7 @@ fn spawn_ray_operator_when_leader(
     gates: crate::api::ray::validation::RayFeatureGates,
     upgrade_deadline: Option<Duration>,
     managed_jobs: crate::api::kueue::config::ManagedJobs,
-    workload_events: crate::admission::workload_events::WorkloadEvents,
+    workload_events: crate::admission::WorkloadEvents,
     mut leader: watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {

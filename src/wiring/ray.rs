@@ -110,7 +110,7 @@ pub fn spawn_ray_operator(
     gates: RayFeatureGates,
     upgrade_deadline: Option<Duration>,
     managed_jobs: crate::api::kueue::managed_jobs::ManagedJobs,
-    workload_events: Option<crate::admission::workload_events::WorkloadEvents>,
+    workload_events: Option<crate::admission::WorkloadEvents>,
 ) -> RayOperator {
     // Which clusters and services the quota gate holds: the job reconciler's own decision.
     let managed_jobs = Arc::new(managed_jobs);

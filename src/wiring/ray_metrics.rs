@@ -12,7 +12,7 @@ use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::task::JoinHandle;
 
-use crate::admission::workload_events::WorkloadEvents;
+use crate::admission::WorkloadEvents;
 use crate::api::ray::{RayCluster, RayJob, RayService};
 use crate::rayservice::metrics::{GateMetrics, render, render_jobs};
 

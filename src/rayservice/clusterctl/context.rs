@@ -54,7 +54,7 @@ pub struct Config {
     /// holds, as the job reconciler decides it.
     pub managed_jobs: std::sync::Arc<ManagedJobs>,
     /// The manager's shared Workload watch; `None`: the controller opens its own.
-    pub workload_events: Option<crate::admission::workload_events::WorkloadEvents>,
+    pub workload_events: Option<crate::admission::WorkloadEvents>,
 }
 
 impl Default for Config {

@@ -72,7 +72,7 @@ pub struct Config {
     /// admitted quota, as the job reconciler decides it.
     pub managed_jobs: std::sync::Arc<crate::api::kueue::managed_jobs::ManagedJobs>,
     /// The manager's shared Workload watch; `None`: the controller opens its own.
-    pub workload_events: Option<crate::admission::workload_events::WorkloadEvents>,
+    pub workload_events: Option<crate::admission::WorkloadEvents>,
 }
 
 impl Default for Config {
