@@ -20,6 +20,37 @@ pub fn replacement_for(wl: &Workload) -> Option<WorkloadKey> {
     })
 }
 
+/// Whether `wl`'s podsets may name pods already running (`quotagate.io/topology-running`), which
+/// placement counts where they are without looking for room: only a slice that replaces the
+/// workload it names, `replaced`, of the same job (the same controller owner), while that one holds
+/// quota, is not being evicted, and was placed in a TAS flavor. Anything else may carry the
+/// annotation (anyone may write it) but claims no room with it.
+pub fn may_name_running(wl: &Workload, replaced: Option<&Workload>) -> bool {
+    let (Some(key), Some(r)) = (replacement_for(wl), replaced) else {
+        return false;
+    };
+    let named = r.metadata.namespace.as_deref() == Some(key.namespace.as_str())
+        && r.metadata.name.as_deref() == Some(key.name.as_str());
+    let owner = |w: &Workload| {
+        w.metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.controller == Some(true) && !o.uid.is_empty())
+            .map(|o| o.uid.clone())
+    };
+    let same_job = owner(wl).is_some_and(|u| owner(r) == Some(u));
+    let placed = r.has_quota_reservation()
+        && !r.is_finished()
+        && !is_evicted(r)
+        && r.admission().is_some_and(|a| {
+            a.pod_set_assignments
+                .iter()
+                .any(|p| p.topology_assignment.is_some())
+        });
+    named && same_job && placed
+}
+
 /// An eviction is in progress: Evicted=True while quota is still reserved.
 pub fn is_evicted(wl: &Workload) -> bool {
     wl.status
@@ -158,4 +189,97 @@ pub(crate) fn scaled_down(wl: &Workload) -> bool {
         smaller |= want < admitted;
     }
     smaller
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::kueue::tas::{DomainAssignment, encode_assignment};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+    fn owned_by(mut w: Workload, uid: &str) -> Workload {
+        w.metadata.owner_references = Some(vec![OwnerReference {
+            api_version: "ray.io/v1".into(),
+            kind: "RayCluster".into(),
+            name: "rc".into(),
+            uid: uid.into(),
+            controller: Some(true),
+            ..Default::default()
+        }]);
+        w
+    }
+
+    /// The admitted slice `old`, its podset placed in a TAS flavor when `tas`.
+    fn serving(tas: bool) -> Workload {
+        let mut w = Workload::build("old", "ns")
+            .podset("workers", 2, [("cpu", "1")])
+            .reserve_quota("cq", "tas")
+            .admitted()
+            .build();
+        if tas && let Some(a) = w.status.as_mut().and_then(|s| s.admission.as_mut()) {
+            let levels = vec!["cloud.com/topology-rack".to_string()];
+            let domains = [DomainAssignment {
+                values: vec!["r1".into()],
+                count: 2,
+            }];
+            a.pod_set_assignments[0].topology_assignment = Some(encode_assignment(&levels, &domains));
+        }
+        owned_by(w, "job-1")
+    }
+
+    fn replacement(names: &str, uid: &str) -> Workload {
+        let w = Workload::build("new", "ns")
+            .annotation(label::WORKLOAD_SLICE_REPLACEMENT_FOR, names)
+            .podset("workers", 3, [("cpu", "1")])
+            .build();
+        owned_by(w, uid)
+    }
+
+    // Ours (Kueue takes a replacement's previous assignment from the slice it replaces, never from
+    // an annotation: `tas_flavorassigner.go` `getPreviousTopologyAssignment`): running pods are
+    // trusted only on a slice of the same job replacing an admitted slice placed by TAS.
+    #[test]
+    fn only_a_real_replacement_may_name_running_pods() {
+        let old = serving(true);
+        assert!(may_name_running(&replacement("ns/old", "job-1"), Some(&old)));
+        let cases = [
+            ("no replaced slice found", replacement("ns/old", "job-1"), None),
+            (
+                "another job's slice",
+                replacement("ns/old", "job-2"),
+                Some(old.clone()),
+            ),
+            (
+                "names another slice",
+                replacement("ns/other", "job-1"),
+                Some(old.clone()),
+            ),
+            (
+                "not placed by TAS",
+                replacement("ns/old", "job-1"),
+                Some(serving(false)),
+            ),
+            (
+                "no owner",
+                Workload::build("new", "ns")
+                    .annotation(label::WORKLOAD_SLICE_REPLACEMENT_FOR, "ns/old")
+                    .build(),
+                Some(old.clone()),
+            ),
+            (
+                "not a replacement",
+                owned_by(Workload::build("new", "ns").build(), "job-1"),
+                Some(old.clone()),
+            ),
+        ];
+        for (name, wl, replaced) in cases {
+            assert!(!may_name_running(&wl, replaced.as_ref()), "{name}");
+        }
+        let mut pending = old.clone();
+        pending.status = None;
+        assert!(
+            !may_name_running(&replacement("ns/old", "job-1"), Some(&pending)),
+            "replaced slice holds no quota"
+        );
+    }
 }

@@ -9,9 +9,9 @@ use super::classify::{Class, Seen};
 use super::conditions::{EvictionCause, is_evicted};
 use super::explanations::Explanations;
 use super::pods_ready;
-use super::slices::counted_pods;
-use super::snapshot::Snapshot;
+use super::slices::{counted_pods, may_name_running};
 use super::snapshot::rv;
+use super::snapshot::{Snapshot, key_of};
 use super::unchanged::Unchanged;
 use super::unconfirmed::Unconfirmed;
 use crate::api::conditions::TRUE;
@@ -33,7 +33,18 @@ struct Reserved {
 /// place a step converts a Workload.
 fn model(wl: &Workload, cluster_queue: &str, snap: &Snapshot) -> Result<WorkloadModel, QueueError> {
     let labels = namespace_labels(snap, wl.metadata.namespace.as_deref().unwrap_or_default());
-    convert::workload_model(wl, cluster_queue, labels)
+    let mut m = convert::workload_model(wl, cluster_queue, labels)?;
+    // Running pods are counted where they are, unchecked: only a real replacement may name them.
+    if m.podsets.iter().any(|ps| ps.running.is_some()) {
+        let replaced = m
+            .replacement_for
+            .as_ref()
+            .and_then(|k| snap.workloads.iter().find(|w| key_of(w) == *k));
+        if !may_name_running(wl, replaced.map(|w| w.as_ref())) {
+            m.podsets.iter_mut().for_each(|ps| ps.running = None);
+        }
+    }
+    Ok(m)
 }
 
 fn namespace_labels(snap: &Snapshot, ns: &str) -> BTreeMap<String, String> {

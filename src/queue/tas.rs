@@ -426,7 +426,9 @@ impl TasSnapshot {
     /// Beyond Kueue: the pods `ps.running` names (a replacement slice's podset: pods of the cluster
     /// already serving) are counted in their domains first, never moved, and only the rest is placed
     /// under the request; a required or preferred level keeps the rest in the domain of that level
-    /// the running pods share (a cluster's pods stay in one rack across its slices).
+    /// the running pods share (a cluster's pods stay in one rack across its slices). With no more
+    /// pods than are running, the placement is the first of them in their assignment's order (Kueue's
+    /// elastic scale-down truncates the previous assignment so).
     pub fn place(
         &self,
         ps: &PodSetModel,
@@ -439,6 +441,8 @@ impl TasSnapshot {
         let mut outside: Vec<DomainAssignment> = Vec::new();
         let mut rest = count;
         let mut snap: Option<TasSnapshot> = None;
+        // The running pods kept, in the order their assignment names them.
+        let mut kept: Vec<DomainAssignment> = Vec::new();
         if let Some(running) = ps.running.as_ref().filter(|_| count > 0) {
             let mut per_pod = ps.requests.clone();
             add(&mut per_pod, &Requests::from([(PODS.to_string(), Amount(1))]), 1);
@@ -449,36 +453,48 @@ impl TasSnapshot {
                     Some(l) => {
                         add(&mut s.usage[l], &per_pod, n);
                         *at.entry(self.leaves[l].domain).or_default() += n;
+                        kept.push(DomainAssignment {
+                            values: self.domains[self.leaves[l].domain].values[from..].to_vec(),
+                            count: d.count,
+                        });
                     }
                     // Its node left the tree (cordoned, not Ready): the pods still run there.
-                    None if running.levels[..] == self.levels[from..] => outside.push(d.clone()),
+                    None if running.levels[..] == self.levels[from..] => {
+                        outside.push(d.clone());
+                        kept.push(d.clone());
+                    }
                     // Named at levels this topology no longer has: placed anew with the rest.
                     None => continue,
                 }
                 rest -= n;
             }
         }
-        if rest > 0 || snap.is_none() {
-            let base = snap.as_ref().unwrap_or(self);
-            let level = req
-                .required
-                .as_ref()
-                .or(req.preferred.as_ref())
-                .and_then(|l| self.levels.iter().position(|x| x == l));
-            let within = level.and_then(|level| {
-                let mut shared = at.keys().map(|d| &self.domains[*d].values[..=level]);
-                let first = shared.next()?;
-                shared.all(|v| v == first).then(|| first.to_vec())
+        if snap.is_some() && rest <= 0 {
+            // Nothing new to place (the podset shrank or kept its size): its first pods in the
+            // assignment's order, as Kueue's elastic `handleScaleDown` truncates the previous
+            // assignment and a same count reuses it as it is.
+            return Ok(Placement {
+                levels: self.levels[from..].to_vec(),
+                domains: kept,
             });
-            let placed = match base.find(ps, req, implied, rest, within.clone()) {
-                Err(_) if within.is_some() && req.required.is_none() => {
-                    base.find(ps, req, implied, rest, None)
-                }
-                other => other,
-            }?;
-            for (d, n) in placed {
-                *at.entry(d).or_default() += n;
-            }
+        }
+        let base = snap.as_ref().unwrap_or(self);
+        let level = req
+            .required
+            .as_ref()
+            .or(req.preferred.as_ref())
+            .and_then(|l| self.levels.iter().position(|x| x == l));
+        let within = level.and_then(|level| {
+            let mut shared = at.keys().map(|d| &self.domains[*d].values[..=level]);
+            let first = shared.next()?;
+            shared.all(|v| v == first).then(|| first.to_vec())
+        });
+        let placed = match base.find(ps, req, implied, rest, within.clone()) {
+            Err(_) if within.is_some() && req.required.is_none() => base.find(ps, req, implied, rest, None),
+            other => other,
+        }?;
+        for (d, n) in placed {
+            *at.entry(d).or_default() += n;
         }
         let mut leaves: Vec<(usize, i64)> = at.into_iter().filter(|(_, n)| *n > 0).collect();
         leaves.sort_by(|a, b| self.domains[a.0].values.cmp(&self.domains[b.0].values));

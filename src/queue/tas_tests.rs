@@ -851,6 +851,46 @@ fn running_pods_of_a_merged_podset_stay_where_they_run_and_only_the_rest_is_plac
     assert_eq!(got, want(&[("x5", 1)]).unwrap());
 }
 
+// Kueue's `tas_cache_test.go` `TestFindTopologyAssignments` "elastic workload scale down: truncates
+// assignment" and "elastic workload same count: reuses previous assignment exactly"
+// (`tas_elastic_workloads.go` `handleScaleDown`), and `tas_flavor_snapshot_test.go`
+// `TestTruncateAssignment` "truncation preserves assignment order not lex order": a slice whose podset
+// has no more pods than its previous assignment keeps that assignment's first pods, in its order.
+#[test]
+fn a_shrinking_podset_keeps_its_first_pods_in_assignment_order() {
+    let host = |h: &str| node(h, &[(HOST, h)], 4000, GI, 10);
+    let n = vec![host("x1"), host("x2")];
+    let s = TasSnapshot::new("default", &levels(&[HOST]), &n);
+    let mut ps = podset(3, &[("cpu", 1000)]);
+    let cases = [
+        (
+            "scale down: truncates",
+            &[("x1", 3), ("x2", 2)],
+            3,
+            &[("x1", 3)][..],
+        ),
+        (
+            "same count: reused exactly",
+            &[("x1", 2), ("x2", 1)],
+            3,
+            &[("x1", 2), ("x2", 1)][..],
+        ),
+        (
+            "assignment order, not lex order",
+            &[("x2", 2), ("x1", 2)],
+            3,
+            &[("x2", 2), ("x1", 1)][..],
+        ),
+    ];
+    for (name, previous, count, kept) in cases {
+        ps.count = count;
+        ps.running = Some(on_hosts(previous));
+        let p = s.place(&ps, &unconstrained(), false, count).unwrap();
+        assert_eq!(p.levels, levels(&[HOST]), "{name}");
+        assert_eq!(Ok(domains(&p)), want(kept), "{name}");
+    }
+}
+
 // Ours: a cluster asking for one rack, whose running pods an assignment names only by host. The
 // rest joins them in their rack, or the podset does not fit: its running pods never move.
 #[test]

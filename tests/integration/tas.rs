@@ -475,3 +475,56 @@ async fn a_non_tas_pod_takes_its_nodes_room_until_it_is_gone() {
     assert_eq!(domains.len(), 1, "{ta:?}");
     assert_eq!((domains[0].values[0].as_str(), domains[0].count), ("rack-a", 3));
 }
+
+/// Ours (Kueue reads a replacement slice's previous assignment from the slice it replaces, never
+/// from an annotation): a Workload anyone could write, claiming to replace a slice that does not
+/// exist and naming 2 "running" pods in rack-a, which `big` fills. The claim is not trusted: its pods
+/// are placed as anyone's, in rack-b, not counted into the full rack.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_pods_claim_on_a_slice_replacing_nothing_takes_no_room() {
+    use quotagate::api::kueue::tas::{DomainAssignment, encode_assignment};
+    use quotagate::queue::topology::ANNOTATION_TOPOLOGY_RUNNING;
+    let (c, _sims) = racks(&[RACK]).await;
+    let jobs: Api<Job> = Api::namespaced(c.client.clone(), "default");
+    let wls = c.workloads();
+    jobs.create(&PostParams::default(), &job("big", 4, "sleep 600"))
+        .await
+        .unwrap();
+    let big = workload_of(&c, "big").await;
+    wait_for(&wls, &big, "admitted", |w: &Workload| reserved(w)).await;
+
+    let claim = encode_assignment(
+        &[RACK.to_string()],
+        &[DomainAssignment {
+            values: vec!["rack-a".into()],
+            count: 2,
+        }],
+    );
+    let mut wl = Workload::build("claims", "default")
+        .queue("lq")
+        .annotation(label::WORKLOAD_SLICE_REPLACEMENT_FOR, "default/ghost")
+        .podset("main", 2, [("cpu", "1")])
+        .build();
+    wl.spec.pod_sets[0].template.metadata = Some(kube::api::ObjectMeta {
+        annotations: Some(
+            [
+                (REQUIRED_TOPOLOGY.to_string(), RACK.to_string()),
+                (
+                    ANNOTATION_TOPOLOGY_RUNNING.to_string(),
+                    serde_json::to_string(&claim).unwrap(),
+                ),
+            ]
+            .into(),
+        ),
+        ..Default::default()
+    });
+    wls.create(&PostParams::default(), &wl).await.unwrap();
+    let wl = wait_for(&wls, "claims", "admitted", |w: &Workload| reserved(w)).await;
+    let ta = wl.admission().unwrap().pod_set_assignments[0]
+        .topology_assignment
+        .clone()
+        .unwrap();
+    let domains = decode_assignment(&ta);
+    assert_eq!(domains.len(), 1, "{ta:?}");
+    assert_eq!((domains[0].values[0].as_str(), domains[0].count), ("rack-b", 2));
+}

@@ -2,9 +2,11 @@
 //! Workload wakes on its own changes and on those of the pods naming it (their workload annotation);
 //! each pass of a workload admitted by TAS reads its namespace's podset pods from the API (not a cache,
 //! so a pod ungated a moment ago is counted as such: Kueue keeps an expectations store for that) and
-//! patches each pod to let through, guarded by the pod's resourceVersion. Only the leader writes.
+//! patches each pod to let through, guarded by the pod's resourceVersion. Only the leader writes. It
+//! reads only for a workload that a pod still behind the gate has named since its last full pass.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -14,7 +16,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 
-use super::{UngateError, is_admitted_by_tas, pod_workload, pods_to_ungate, ungated};
+use super::{UngateError, has_gate, is_admitted_by_tas, pod_workload, pods_to_ungate, ungated};
 use crate::api::kueue::Workload;
 use crate::api::kueue::constants::label;
 use crate::api::kueue::tas::WORKLOAD_ANNOTATION;
@@ -46,6 +48,39 @@ impl ReconcileError for UngaterError {
 struct Ctx {
     client: Client,
     leader: tokio::sync::watch::Receiver<bool>,
+    gated: Arc<GatedPods>,
+}
+
+/// The slice chains (namespace, chain name: `pod_workload`) that pods behind the topology gate name,
+/// as the pod watch has seen them, each with a count of such events. A pass reads pods only for a
+/// workload of one of these chains, so a workload whose pods are all through, or that has none yet,
+/// costs no read; a gated pod seen later wakes its workload again.
+#[derive(Default)]
+struct GatedPods(Mutex<HashMap<(String, String), u64>>);
+
+impl GatedPods {
+    fn saw(&self, ns: &str, chain: &str) {
+        let Ok(mut g) = self.0.lock() else { return };
+        *g.entry((ns.to_string(), chain.to_string())).or_default() += 1;
+    }
+
+    /// The events seen for `key` when some pod of it may still be gated (a poisoned lock: assume so).
+    fn pending(&self, key: &(String, String)) -> Option<u64> {
+        match self.0.lock() {
+            Ok(g) => g.get(key).copied(),
+            Err(_) => Some(0),
+        }
+    }
+
+    /// A pass over `key` that began after `seen` events left no pod of the chain gated: forgotten,
+    /// unless a gated pod was seen since (its wake runs another pass).
+    fn done(&self, key: &(String, String), seen: u64) {
+        if let Ok(mut g) = self.0.lock()
+            && g.get(key) == Some(&seen)
+        {
+            g.remove(key);
+        }
+    }
 }
 
 /// One pass for `wl`: lets through the pods its topology assignment places, each with its domain.
@@ -57,13 +92,26 @@ async fn reconcile(wl: Arc<Workload>, ctx: Arc<Ctx>) -> Result<Action, UngaterEr
         return Ok(Action::await_change());
     }
     let ns = wl.namespace().unwrap_or_default();
+    let key = (ns.clone(), crate::jobs::elastic::slice_name(&wl).to_string());
+    // No gated pod names it: nothing to let through, and no read (a workload's own status writes
+    // would otherwise list its namespace's pods each time).
+    let Some(seen) = ctx.gated.pending(&key) else {
+        return Ok(Action::requeue(RESYNC));
+    };
     let pods_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
     // Every admitted pod carries its podset label; the workload's are told apart by their annotation.
     let pods = pods_api
         .list(&ListParams::default().labels(label::PODSET))
         .await?
         .items;
-    for u in pods_to_ungate(&wl, &pods)? {
+    let through = pods_to_ungate(&wl, &pods)?;
+    // A pod of the chain this pass leaves gated (another slice of it may place it) keeps it read.
+    let left_gated = pods.iter().any(|p| {
+        pod_workload(p) == Some(key.1.as_str())
+            && has_gate(p)
+            && !through.iter().any(|u| std::ptr::eq(u.pod, p))
+    });
+    for u in through {
         let patch = guarded(u.pod, &ungated(u.pod, &u.node_selector))
             .map_err(|e| UngaterError::Encode(e.to_string()))?;
         if let Some(p) = patch {
@@ -74,6 +122,9 @@ async fn reconcile(wl: Arc<Workload>, ctx: Arc<Ctx>) -> Result<Action, UngaterEr
             )?;
             tracing::debug!(pod = %u.pod.name_any(), workload = %wl.name_any(), selector = ?u.node_selector, "topology gate lifted");
         }
+    }
+    if !left_gated {
+        ctx.gated.done(&key, seen);
     }
     // Pod events wake it; the resync is the safety net for a missed one.
     Ok(Action::requeue(RESYNC))
@@ -98,6 +149,8 @@ fn wakes(pod: &Pod) -> Vec<ObjectRef<Workload>> {
 pub async fn run(ctx: JobContext, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
     let client = ctx.client.clone();
     let mut leader = ctx.leader.clone();
+    let gated = Arc::new(GatedPods::default());
+    let seen = gated.clone();
     // From the shared Workload watch, only the workloads TAS admitted wake it (Kueue's ungater
     // filters its events the same way), read from the shared store.
     let controller = match ctx.workload_events.store() {
@@ -108,7 +161,14 @@ pub async fn run(ctx: JobContext, shutdown: impl Future<Output = ()> + Send + Sy
         .watches(
             Api::<Pod>::all(client.clone()),
             watcher::Config::default().labels(label::PODSET),
-            |pod: Pod| wakes(&pod),
+            move |pod: Pod| {
+                if has_gate(&pod)
+                    && let Some(chain) = pod_workload(&pod)
+                {
+                    seen.saw(&pod.namespace().unwrap_or_default(), chain);
+                }
+                wakes(&pod)
+            },
         )
         .graceful_shutdown_on(shutdown)
         .reconcile_all_on(became_leader(&mut leader));
@@ -119,6 +179,7 @@ pub async fn run(ctx: JobContext, shutdown: impl Future<Output = ()> + Send + Sy
         Arc::new(Ctx {
             client,
             leader: ctx.leader,
+            gated,
         }),
         |_| Duration::from_secs(1),
     )
@@ -151,6 +212,23 @@ mod tests {
     fn a_pod_of_a_replacement_slice_wakes_that_slice_and_its_chain() {
         let p = pod(Some("rs-second"), "rs-first");
         assert_eq!(names(wakes(&p)), ["rs-second", "rs-first"]);
+    }
+
+    // Ours (Kueue's ungater lists pods through its cache): a chain is read for only while a gated
+    // pod of it was seen since its last pass that left none gated.
+    #[test]
+    fn only_workloads_named_by_a_gated_pod_since_their_last_pass_are_read() {
+        let g = GatedPods::default();
+        let key = ("ns".to_string(), "rs-first".to_string());
+        assert_eq!(g.pending(&key), None, "no gated pod seen: no read");
+        g.saw("ns", "rs-first");
+        let seen = g.pending(&key).expect("a gated pod names it");
+        // Another gated pod arrives during the pass: it is not forgotten.
+        g.saw("ns", "rs-first");
+        g.done(&key, seen);
+        let again = g.pending(&key).expect("still pending");
+        g.done(&key, again);
+        assert_eq!(g.pending(&key), None);
     }
 
     #[test]

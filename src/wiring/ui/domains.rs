@@ -40,6 +40,10 @@ pub struct FlavorDomains {
     pub resources: Vec<String>,
     /// Why no domain is shown (no such Topology, no Node in it).
     pub note: Option<String>,
+    /// Whether what pods TAS did not place request is counted: `false` until the admission loop has
+    /// listed the pods, when `free` leaves them out (so is at most the real room) and placement
+    /// places nothing in this flavor.
+    pub non_tas_counted: bool,
     /// The first [`DOMAIN_ROWS`] lowest-level domains, in domain order (so grouped by the levels above).
     pub rows: Vec<DomainRow>,
     pub rows_total: usize,
@@ -118,12 +122,17 @@ pub fn domains(snap: &Snapshot) -> Vec<FlavorDomains> {
         snap.topologies.iter().map(|t| &**t),
         snap.nodes.iter().map(|n| &**n),
     );
-    // Until the admission loop has listed the pods, the view shows the nodes' room without them
-    // (the loop places nothing then).
+    // Until the admission loop has listed the pods, the view shows the nodes' room without them,
+    // saying so (the loop places nothing then).
+    let counted = snap.non_tas.is_some();
     let cluster = cluster.with_non_tas(Some(snap.non_tas.clone().unwrap_or_default()));
     let held = held(&snap.workloads);
     tas.into_iter()
-        .map(|(f, topology)| flavor_domains(snap, &cluster, f, topology, &held))
+        .map(|(f, topology)| {
+            let mut d = flavor_domains(snap, &cluster, f, topology, &held);
+            d.non_tas_counted = counted;
+            d
+        })
         .collect()
 }
 
@@ -150,6 +159,7 @@ fn flavor_domains(
         levels: Vec::new(),
         resources: Vec::new(),
         note: None,
+        non_tas_counted: true,
         rows: Vec::new(),
         rows_total: 0,
     };

@@ -240,4 +240,11 @@ fn a_hosts_free_room_drops_by_what_other_pods_request() {
     assert_eq!(h2.free, [500, 12 * GI, 2]);
     let h1 = got[0].rows.iter().find(|r| r.values[2] == "h1").unwrap();
     assert_eq!((h1.non_tas[0], h1.free[0]), (0, 4000));
+    assert!(got[0].non_tas_counted);
+    // Until the pods are listed the room shown leaves them out, and the flavor says so.
+    snap.non_tas = None;
+    let got = domains(&snap);
+    assert!(!got[0].non_tas_counted);
+    let h2 = got[0].rows.iter().find(|r| r.values[2] == "h2").unwrap();
+    assert_eq!((h2.non_tas[0], h2.free[0]), (0, 2000));
 }

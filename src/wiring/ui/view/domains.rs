@@ -13,6 +13,11 @@ use crate::wiring::ui::model::Snapshot;
 /// Flavors without a topology named in the section's last line.
 const PLAIN_FLAVORS: usize = 20;
 
+/// Shown over a flavor's domains until the pods TAS did not place are listed.
+const NOT_COUNTED: &str = "<div class=\"note\" data-non-tas=\"not-counted\">non-TAS pods not yet counted: \
+    the free room shown leaves out what pods TAS did not place request, so it is at most the real room; \
+    nothing is placed in this flavor until they are listed</div>";
+
 /// The section, or nothing when no ResourceFlavor names a Topology.
 pub(super) fn domains_section(snap: &Snapshot) -> String {
     let flavors = domains(snap);
@@ -70,6 +75,9 @@ fn flavor_card(f: &FlavorDomains, s: &mut String) {
     if let Some(note) = &f.note {
         let _ = write!(s, "<div class=\"empty\">{}</div></div>", esc(note));
         return;
+    }
+    if !f.non_tas_counted {
+        s.push_str(NOT_COUNTED);
     }
     s.push_str("<table class=\"domains\"><tr><th>Domain</th><th>Nodes</th>");
     for r in &f.resources {
@@ -142,14 +150,16 @@ fn domain_row(f: &FlavorDomains, row: &DomainRow, s: &mut String) {
         let at = |v: &[i64]| v.get(i).copied().unwrap_or(0);
         let (free, held, alloc) = (at(&row.free), at(&row.held), at(&row.allocatable));
         let class = if free < 0 { " class=\"warn\"" } else { "" };
-        // Pods TAS did not place, shown only where there are some.
-        let other = match at(&row.non_tas) {
-            0 => String::new(),
-            n => format!(" + {} other", qty(r, n)),
+        // Pods TAS did not place, shown only where there are some; unknown until they are listed,
+        // when the free room shown is only an upper bound.
+        let (other, bound) = match (f.non_tas_counted, at(&row.non_tas)) {
+            (false, _) => (" + ? other".to_string(), "≤ "),
+            (true, 0) => (String::new(), ""),
+            (true, n) => (format!(" + {} other", qty(r, n)), ""),
         };
         let _ = write!(
             s,
-            "<td data-resource=\"{}\" data-free=\"{}\"{class}><b>{}</b> · {}{} / {}</td>",
+            "<td data-resource=\"{}\" data-free=\"{}\"{class}><b>{bound}{}</b> · {}{} / {}</td>",
             esc(r),
             esc(&qty(r, free)),
             esc(&qty(r, free)),

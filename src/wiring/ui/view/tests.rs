@@ -420,10 +420,12 @@ fn shows_the_topology_domains_of_a_tas_flavor() {
             node("r2", "h4"),
         ],
         workloads: vec![admitted],
+        non_tas: Some(Default::default()),
         ..Default::default()
     };
     let html = body(&snap, 0.0);
     assert!(html.contains("<h2>Topology domains</h2>"), "{html}");
+    assert!(!html.contains("not yet counted"), "{html}");
     assert!(
         html.contains("levels <code>cloud.com/topology-rack</code> › <code>kubernetes.io/hostname</code>"),
         "{html}"
@@ -436,6 +438,17 @@ fn shows_the_topology_domains_of_a_tas_flavor() {
     };
     assert!(row("r1/h2").contains("data-free=\"1\""), "{}", row("r1/h2"));
     assert!(row("r1/h2").contains("<b>1</b> · 3 / 4"), "{}", row("r1/h2"));
+    // Ours: until the admission loop has listed the pods TAS did not place, the room shown leaves
+    // them out: the card says so and each free figure is shown as an upper bound.
+    let uncounted = body(
+        &Snapshot {
+            non_tas: None,
+            ..snap.clone()
+        },
+        0.0,
+    );
+    assert!(uncounted.contains("non-TAS pods not yet counted"), "{uncounted}");
+    assert!(uncounted.contains("<b>≤ 1</b> · 3 + ? other / 4"), "{uncounted}");
     assert!(
         row("r1/h2").contains("yaml?kind=Workload&amp;ns=ns&amp;name=train"),
         "{}",
