@@ -330,6 +330,14 @@ fn cycle(
     if let Some(old) = replaces {
         annotations.insert(WORKLOAD_SLICE_REPLACEMENT_FOR.to_string(), old.to_string());
     }
+    // The upgrade's slice belongs to the job the replaced one belongs to (the admission step trusts
+    // a slice's running pods only then), as the job reconciler makes it.
+    let owner_references = replaces.and_then(|old| {
+        snap.workloads
+            .iter()
+            .find(|w| key_of(w) == *old)
+            .and_then(|w| w.metadata.owner_references.clone())
+    });
     let now = jiff::Timestamp::from_millisecond(now_ms).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
     let wl = Workload {
         metadata: ObjectMeta {
@@ -339,6 +347,7 @@ fn cycle(
             resource_version: Some("1".into()),
             creation_timestamp: Some(Time(now)),
             annotations: Some(annotations),
+            owner_references,
             ..Default::default()
         },
         spec: WorkloadSpec {
