@@ -145,7 +145,7 @@ impl Queues<'_> {
             }
         }
         futures::stream::iter(writes)
-            .buffer_unordered(super::run::WRITE_CONCURRENCY)
+            .buffer_unordered(super::writer::WRITE_CONCURRENCY)
             .for_each(|()| async {})
             .await;
     }

@@ -19,6 +19,7 @@ use super::quota_seen::QuotaSeen;
 use super::stats::Phase;
 use super::sync::{Action, AdmissionState, Snapshot, key_of};
 use super::write_backoff::WriteBackoff;
+use super::writer::WRITE_CONCURRENCY;
 use super::writer::{ByKey, Outcome, Writer, now};
 use crate::admission::metrics::Metrics;
 use crate::queue::WorkloadKey;
@@ -59,9 +60,6 @@ pub struct AdmissionLoop {
 
 /// Below this many workloads the queue gauges are recomputed every cycle.
 const GAUGES_EVERY_CYCLE_BELOW: usize = 1000;
-
-/// Writes in flight at once within a cycle.
-pub(super) const WRITE_CONCURRENCY: usize = 16;
 
 /// Workers writing pending statuses off the cycle: fewer than the cycle's own writes, so the next
 /// cycle's admissions are not crowded out.
