@@ -79,6 +79,24 @@ async fn racks_with(
         },
         cancel.clone(),
     );
+    // The node agent registers its nodes in the background: a test that reads the nodes (or
+    // expects a domain's room) must not race it, least of all on a loaded machine.
+    let nodes: Api<Node> = Api::all(c.client.clone());
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    while nodes
+        .list(&ListParams::default().labels("group=tas"))
+        .await
+        .unwrap()
+        .items
+        .len()
+        < 3
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the node agent's three nodes not registered"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     let topologies: Api<Topology> = Api::all(c.client.clone());
     topologies
         .create(
