@@ -189,27 +189,83 @@ impl Kubectl {
     }
 
     /// Waits (at most 4 minutes) for the shipped manager Deployment in `quotagate-system` to be
-    /// Available, and returns it.
+    /// Available, and returns it. If it is not, the failure carries the Deployment, its pods and the
+    /// end of each manager's log, so a run that fails once says why.
     fn manager_available(&self) -> Value {
-        self.wait_for(
-            &[
-                "get",
-                "deployment",
-                "quotagate-controller-manager",
-                "-n",
-                "quotagate-system",
-            ],
-            Duration::from_secs(240),
-            "the Deployment Available",
-            |d| {
-                d["status"]["conditions"]
+        let args = [
+            "get",
+            "deployment",
+            "quotagate-controller-manager",
+            "-n",
+            "quotagate-system",
+        ];
+        let timeout = Duration::from_secs(240);
+        let start = Instant::now();
+        loop {
+            let d = self.json(&args);
+            if let Some(d) = &d
+                && d["status"]["conditions"]
                     .as_array()
                     .into_iter()
                     .flatten()
                     .any(|c| c["type"] == "Available" && c["status"] == "True")
-            },
-        )
+            {
+                return d.clone();
+            }
+            if start.elapsed() >= timeout {
+                let pods = self.json(&["get", "pods", "-n", "quotagate-system", "-o", "json"]);
+                panic!(
+                    "the Deployment Available: not within {timeout:?}\ndeployment status: {}\npods: {}\n{}",
+                    d.map(|d| d["status"].to_string()).unwrap_or_default(),
+                    pods.map(|p| pod_states(&p)).unwrap_or_default(),
+                    manager_logs()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
     }
+}
+
+/// Each pod's name, phase and container readiness, one line each.
+fn pod_states(pods: &Value) -> String {
+    let mut out = String::new();
+    for p in pods["items"].as_array().into_iter().flatten() {
+        out.push_str(&format!(
+            "\n  {} {} {}",
+            p["metadata"]["name"], p["status"]["phase"], p["status"]["containerStatuses"]
+        ));
+    }
+    out
+}
+
+/// The last lines of every manager container log the process runtime still holds.
+fn manager_logs() -> String {
+    fn walk(dir: &std::path::Path, found: &mut Vec<PathBuf>, depth: usize) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let path = e.path();
+            if path.is_dir() && depth < 6 {
+                walk(&path, found, depth + 1);
+            } else if path.file_name().is_some_and(|n| n == "manager.log") {
+                found.push(path);
+            }
+        }
+    }
+    let mut found = Vec::new();
+    walk(std::path::Path::new("/var/tmp/quotagate-pods"), &mut found, 0);
+    let mut out = String::new();
+    for path in found {
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        out.push_str(&format!("--- {} (last 40 lines)\n", path.display()));
+        for l in &lines[lines.len().saturating_sub(40)..] {
+            out.push_str(l);
+            out.push('\n');
+        }
+    }
+    out
 }
 
 fn quotagate(args: &[&str]) -> String {
