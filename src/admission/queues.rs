@@ -18,6 +18,28 @@ use crate::api::kueue::{ClusterQueue, Cohort, LocalQueue, Workload};
 /// One queue object's status write.
 type StatusWrite = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
+/// Replaces `obj`'s status; a failure is logged and left to the next cycle, which decides the
+/// status again from fresh caches.
+fn status_write<K>(api: Api<K>, obj: K) -> StatusWrite
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + serde::Serialize
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    Box::pin(async move {
+        let name = obj.name_any();
+        if let Err(e) = api.replace_status(&name, &PostParams::default(), &obj).await {
+            let kind = K::kind(&()).into_owned();
+            tracing::debug!(%kind, %name, error = %e, "status write failed; will retry");
+        }
+    })
+}
+
 /// What the queue writes use of the loop: its client and metrics.
 pub(super) struct Queues<'a> {
     pub(super) client: &'a Client,
@@ -69,12 +91,7 @@ impl Queues<'_> {
             {
                 let mut obj = (**cq).clone();
                 obj.status = Some(status);
-                let api = cq_api.clone();
-                writes.push(Box::pin(async move {
-                    if let Err(e) = api.replace_status(&name, &PostParams::default(), &obj).await {
-                        tracing::debug!(cluster_queue = %name, error = %e, "status write failed; will retry");
-                    }
-                }));
+                writes.push(status_write(cq_api.clone(), obj));
             }
         }
         for f in &snap.flavors {
@@ -99,15 +116,16 @@ impl Queues<'_> {
             if let Some(status) = queue_status::cohort(co, state.core.cohort_share(&co.name_any())) {
                 let mut obj = (**co).clone();
                 obj.status = Some(status);
-                let api = cohort_api.clone();
-                writes.push(Box::pin(async move {
-                    let name = obj.name_any();
-                    if let Err(e) = api.replace_status(&name, &PostParams::default(), &obj).await {
-                        tracing::debug!(cohort = %name, error = %e, "status write failed; will retry");
-                    }
-                }));
+                writes.push(status_write(cohort_api.clone(), obj));
             }
         }
+        // A thousand LocalQueues each looking its ClusterQueue up in a thousand was a million
+        // comparisons a cycle.
+        let cqs_by_name: HashMap<&str, &ClusterQueue> = snap
+            .cluster_queues
+            .iter()
+            .filter_map(|c| Some((c.metadata.name.as_deref()?, c.as_ref())))
+            .collect();
         // Keys borrowed from the snapshot: grouping every workload allocates no key.
         let mut by_lq: HashMap<(&str, &str), Vec<&Workload>> = HashMap::new();
         for wl in &snap.workloads {
@@ -121,11 +139,7 @@ impl Queues<'_> {
         for lq in &snap.local_queues {
             let ns = lq.namespace().unwrap_or_default();
             let cq_name = lq.spec.cluster_queue();
-            let cq = snap
-                .cluster_queues
-                .iter()
-                .find(|c| c.name_any() == cq_name)
-                .map(|c| c.as_ref());
+            let cq = cqs_by_name.get(cq_name).copied();
             let wls = by_lq
                 .get(&(ns.as_str(), lq.metadata.name.as_deref().unwrap_or_default()))
                 .map(Vec::as_slice)
@@ -136,12 +150,7 @@ impl Queues<'_> {
                 let api: Api<LocalQueue> = Api::namespaced(self.client.clone(), &ns);
                 let mut obj = (**lq).clone();
                 obj.status = Some(status);
-                writes.push(Box::pin(async move {
-                    let name = obj.name_any();
-                    if let Err(e) = api.replace_status(&name, &PostParams::default(), &obj).await {
-                        tracing::debug!(local_queue = %name, error = %e, "status write failed; will retry");
-                    }
-                }));
+                writes.push(status_write(api, obj));
             }
         }
         futures::stream::iter(writes)
