@@ -27,6 +27,7 @@ mod scheduler;
 mod simulate;
 mod status;
 pub mod tas;
+mod tas_requeue;
 pub mod topology;
 pub mod tree;
 pub mod wait_cycle;
@@ -79,6 +80,8 @@ mod preemption_tests;
 mod proptests;
 #[cfg(test)]
 mod tas_preemption_tests;
+#[cfg(test)]
+mod tas_requeue_tests;
 #[cfg(test)]
 mod tests;
 

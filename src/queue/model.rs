@@ -279,7 +279,7 @@ pub enum TaintEffect {
     NoExecute,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Taint {
     pub key: String,
     pub value: String,

@@ -376,12 +376,21 @@ impl AdmissionCore {
         self.requeue_everything = true;
     }
 
-    /// The Topologies and Nodes TAS flavors place over; a change requeues every parked workload.
+    /// The Topologies and Nodes TAS flavors place over, replaced whole. A change requeues the parked
+    /// workloads of the ClusterQueues naming a flavor whose view changed, with their cohort trees
+    /// (see `tas_requeue`); a change no TAS flavor sees requeues nothing.
     pub fn set_tas_cluster(&mut self, tas: super::tas::TasCluster) {
-        if self.tas != tas {
-            self.tas = tas;
-            self.requeue_everything = true;
+        if self.tas == tas {
+            return;
         }
+        let changed = super::tas_requeue::changed_flavors(&self.flavors, &self.tas, &tas);
+        for cq in super::tas_requeue::users(&self.cqs, &changed) {
+            if let Some(i) = self.tree.cq(cq) {
+                let root = self.tree.root(i);
+                self.dirty_roots.insert(self.tree.nodes[root].name.clone());
+            }
+        }
+        self.tas = tas;
     }
 
     pub fn delete_flavor(&mut self, name: &str) {

@@ -33,7 +33,7 @@ pub use super::topology::{Placement, TopologyRequest};
 pub use super::requests::PODS;
 
 /// A Node as TAS sees it.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct TasNode {
     pub name: String,
     pub labels: BTreeMap<String, String>,
