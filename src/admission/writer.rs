@@ -19,13 +19,13 @@ use super::quota_seen::QuotaSeen;
 use super::sync::{Action, AdmissionState, key_of};
 use super::write_backoff::{self, WriteBackoff};
 use super::write_metrics;
-
-/// Writes in flight at once within a cycle (its workload writes, then its queue status writes).
-pub(super) const WRITE_CONCURRENCY: usize = 16;
 use crate::admission::metrics::Metrics;
 use crate::api::kueue::constants::{RESOURCE_IN_USE_FINALIZER, reason};
 use crate::api::kueue::{Workload, WorkloadStatus};
 use crate::queue::{PendingReason, WorkloadKey, convert};
+
+/// Writes in flight at once within a cycle (its workload writes, then its queue status writes).
+pub(super) const WRITE_CONCURRENCY: usize = 16;
 
 /// What the writes use of the loop: its client, event recorder, metrics and record of its own writes.
 pub(super) struct Writer<'a> {
