@@ -124,4 +124,4 @@ impl NonTasPods {
 
 #[cfg(test)]
 #[path = "non_tas_tests.rs"]
-mod tests;
+pub(super) mod tests;

@@ -15,7 +15,8 @@ const HOST: &str = "kubernetes.io/hostname";
 const RACK: &str = "cloud.com/topology-rack";
 const GI: i64 = 1 << 30;
 
-fn node(name: &str, labels: &[(&str, &str)], resources: &[(&str, i64)]) -> TasNode {
+/// A schedulable, untainted node (also the TAS requeue tests' nodes).
+pub(in crate::queue) fn node(name: &str, labels: &[(&str, &str)], resources: &[(&str, i64)]) -> TasNode {
     TasNode {
         name: name.into(),
         labels: labels

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::non_tas::NodeUsage;
+use super::non_tas::tests::node;
 use super::requests::{PODS, Requests};
 use super::tas::{TasCluster, TasNode, TopologyRequest};
 use super::tas_requeue::changed_flavors;
@@ -15,24 +16,12 @@ use super::*;
 const HOST: &str = "kubernetes.io/hostname";
 const POOL: &str = "example.com/pool";
 
-fn node(name: &str, labels: &[(&str, &str)], cpu_milli: i64) -> TasNode {
-    TasNode {
-        name: name.into(),
-        labels: labels
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        allocatable: Requests::from([
-            ("cpu".to_string(), Amount(cpu_milli)),
-            (PODS.to_string(), Amount(10)),
-        ]),
-        taints: Vec::new(),
-        schedulable: true,
-    }
-}
-
 fn host(name: &str, pool: &str, cpu_milli: i64) -> TasNode {
-    node(name, &[(HOST, name), (POOL, pool)], cpu_milli)
+    node(
+        name,
+        &[(HOST, name), (POOL, pool)],
+        &[("cpu", cpu_milli), (PODS, 10)],
+    )
 }
 
 /// a1 in pool a, b1 in pool b, `extra` after them.
@@ -115,7 +104,7 @@ fn a_node_of_flavor_a_requeues_the_queue_using_a_and_not_one_using_only_b() {
 fn a_node_no_tas_flavor_sees_requeues_nothing() {
     let mut c = parked(&[("cq-a", "left", "a"), ("cq-b", "right", "b")]);
     let elsewhere = host("x1", "other", 8000);
-    let no_level = node("a2", &[(POOL, "a")], 8000);
+    let no_level = node("a2", &[(POOL, "a")], &[("cpu", 8000), (PODS, 10)]);
     let next = cluster(1000, 1000, &[elsewhere, no_level]);
     c.set_tas_cluster(next.clone());
     assert!(c.tas == next, "the cluster is replaced whole");
