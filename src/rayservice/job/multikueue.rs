@@ -569,6 +569,18 @@ mod tests {
             !crate::rayservice::job::raycluster::suspension_acknowledged(&local),
             "the mirrored status is the worker's: the manager would wait on it for ever"
         );
+        // The copy's generation equal to this one by chance (a CI flake: the quota was given back
+        // while the manager's cluster still showed `ready`): still the worker's status.
+        let mut same_generation = local.clone();
+        same_generation.status.as_mut().unwrap().observed_generation = Some(3);
+        assert!(!crate::rayservice::job::raycluster::suspension_acknowledged(
+            &same_generation
+        ));
+        same_generation.spec.managed_by = None;
+        assert!(
+            crate::rayservice::job::raycluster::suspension_acknowledged(&same_generation),
+            "a cluster this operator runs, with status conditions off, acknowledges by generation"
+        );
         let s = local.released_status(at(0)).expect("released");
         assert_eq!(s.state, Some(ClusterState::Suspended));
         assert_eq!(

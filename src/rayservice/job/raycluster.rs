@@ -242,6 +242,12 @@ impl GenericJob for RayClusterJob {
 /// its status conditions off) has acknowledged once it observed the generation; a cluster no
 /// controller reports on (no status, or none with `observedGeneration`: no Ray operator runs it)
 /// has nothing to wait for, and its listed pods are all there is to go by.
+///
+/// A cluster MultiKueue runs on a worker (`spec.managedBy`) shows its copy's status, whose
+/// `observedGeneration` counts the copy's generations, not this object's: equal by chance, it
+/// acknowledged a suspension while the copy still ran (the quota given back early). Only an explicit
+/// `RayClusterSuspended=True` at this generation counts there: the released status the manager writes
+/// once the copies are gone.
 pub fn suspension_acknowledged(rc: &RayCluster) -> bool {
     use crate::api::conditions::{find, is_true};
     let Some(s) = rc.status.as_ref() else {
@@ -254,9 +260,10 @@ pub fn suspension_acknowledged(rc: &RayCluster) -> bool {
         return false;
     }
     let conds = s.conditions.as_deref();
+    let mirrored = rc.spec.managed_by.as_deref() == Some(crate::api::kueue::multikueue::MANAGED_BY);
     !is_true(conds, c::COND_RAY_CLUSTER_SUSPENDING)
         && (is_true(conds, c::COND_RAY_CLUSTER_SUSPENDED)
-            || find(conds, c::COND_RAY_CLUSTER_SUSPENDED).is_none())
+            || (!mirrored && find(conds, c::COND_RAY_CLUSTER_SUSPENDED).is_none()))
 }
 
 /// Every pod of the cluster Running and Ready, as its controller last counted them: the head
