@@ -5,14 +5,14 @@
 //! patches each pod to let through, guarded by the pod's resourceVersion. Only the leader writes. It
 //! reads only for a workload that a pod still behind the gate has named since its last full pass.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 
@@ -79,6 +79,64 @@ impl GatedPods {
             && g.get(key) == Some(&seen)
         {
             g.remove(key);
+        }
+    }
+
+    /// The chains held that no workload in `live` names, each with its event count, by namespace.
+    fn orphans(&self, live: &HashSet<(String, String)>) -> BTreeMap<String, Vec<(String, u64)>> {
+        let mut out: BTreeMap<String, Vec<(String, u64)>> = BTreeMap::new();
+        let Ok(g) = self.0.lock() else { return out };
+        for ((ns, chain), seen) in g.iter() {
+            if !live.contains(&(ns.clone(), chain.clone())) {
+                out.entry(ns.clone()).or_default().push((chain.clone(), *seen));
+            }
+        }
+        out
+    }
+
+    /// Forgets the orphaned chains of `ns` that none of `pods` behind the gate names (unless a gated
+    /// pod of one was seen since `orphans` counted it). A chain whose pods are gated but whose
+    /// workload is not there yet (a pod group's pods come first) is kept.
+    fn forget_ungated(&self, ns: &str, orphans: Vec<(String, u64)>, pods: &[Pod]) {
+        let gated: HashSet<&str> = pods
+            .iter()
+            .filter(|p| has_gate(p))
+            .filter_map(pod_workload)
+            .collect();
+        for (chain, seen) in orphans {
+            if !gated.contains(chain.as_str()) {
+                self.done(&(ns.to_string(), chain), seen);
+            }
+        }
+    }
+}
+
+/// Every [`RESYNC`], the chains no workload names any more are dropped once no gated pod names them
+/// either. A workload deleted while its pods were behind the gate is never passed over again (its
+/// pods' deletion is one more event of a gated pod), so without this its entry stayed for the life of
+/// the process, one per such workload. Reads pods only in namespaces holding such a chain.
+async fn sweep_orphans(client: Client, gated: Arc<GatedPods>, workloads: Store<Workload>) {
+    if workloads.wait_until_ready().await.is_err() {
+        return;
+    }
+    loop {
+        tokio::time::sleep(RESYNC).await;
+        let live: HashSet<(String, String)> = workloads
+            .state()
+            .iter()
+            .map(|w| {
+                let ns = w.namespace().unwrap_or_default();
+                (ns, crate::jobs::elastic::slice_name(w).to_string())
+            })
+            .collect();
+        for (ns, orphans) in gated.orphans(&live) {
+            let pods = Api::<Pod>::namespaced(client.clone(), &ns)
+                .list(&ListParams::default().labels(label::PODSET))
+                .await;
+            match pods {
+                Ok(l) => gated.forget_ungated(&ns, orphans, &l.items),
+                Err(e) => tracing::debug!(namespace = %ns, error = %e, "listing pods for the gated sweep"),
+            }
         }
     }
 }
@@ -166,6 +224,7 @@ pub async fn run(ctx: JobContext, shutdown: impl Future<Output = ()> + Send + Sy
         )
         .graceful_shutdown_on(shutdown)
         .reconcile_all_on(became_leader(&mut leader));
+    let sweep = tokio::spawn(sweep_orphans(client.clone(), gated.clone(), controller.store()));
     shell::run(
         controller,
         "tas-topology-ungater",
@@ -178,6 +237,7 @@ pub async fn run(ctx: JobContext, shutdown: impl Future<Output = ()> + Send + Sy
         |_| Duration::from_secs(1),
     )
     .await;
+    sweep.abort();
 }
 
 #[cfg(test)]
@@ -223,6 +283,55 @@ mod tests {
         let again = g.pending(&key).expect("still pending");
         g.done(&key, again);
         assert_eq!(g.pending(&key), None);
+    }
+
+    /// A gated pod of `chain`, or (`gated` false) one let through.
+    fn chain_pod(chain: &str, gated: bool) -> Pod {
+        let mut p = pod(Some(chain), chain);
+        if gated {
+            p.spec = Some(k8s_openapi::api::core::v1::PodSpec {
+                scheduling_gates: Some(vec![k8s_openapi::api::core::v1::PodSchedulingGate {
+                    name: crate::api::kueue::tas::TOPOLOGY_SCHEDULING_GATE.into(),
+                }]),
+                ..Default::default()
+            });
+        }
+        p
+    }
+
+    // Ours: the entry of a workload deleted while its pods were gated goes at the next sweep; one
+    // whose workload lives, or whose gated pods wait for their workload, stays.
+    #[test]
+    fn a_deleted_workloads_chain_is_forgotten_once_no_gated_pod_names_it() {
+        let g = GatedPods::default();
+        for chain in ["deleted", "live", "pod-group"] {
+            g.saw("ns", chain);
+        }
+        let live = HashSet::from([("ns".to_string(), "live".to_string())]);
+        let mut orphans = g.orphans(&live);
+        let ns = orphans.remove("ns").unwrap_or_default();
+        let mut names: Vec<&str> = ns.iter().map(|(c, _)| c.as_str()).collect();
+        names.sort();
+        assert_eq!(names, ["deleted", "pod-group"]);
+        let pods = [chain_pod("deleted", false), chain_pod("pod-group", true)];
+        g.forget_ungated("ns", ns, &pods);
+        let key = |c: &str| ("ns".to_string(), c.to_string());
+        assert_eq!(g.pending(&key("deleted")), None);
+        assert!(g.pending(&key("live")).is_some());
+        assert!(
+            g.pending(&key("pod-group")).is_some(),
+            "its workload is still to come"
+        );
+    }
+
+    #[test]
+    fn a_gated_pod_seen_during_the_sweep_keeps_its_chain() {
+        let g = GatedPods::default();
+        g.saw("ns", "wl");
+        let mut orphans = g.orphans(&HashSet::new());
+        g.saw("ns", "wl");
+        g.forget_ungated("ns", orphans.remove("ns").unwrap(), &[]);
+        assert!(g.pending(&("ns".to_string(), "wl".to_string())).is_some());
     }
 
     #[test]
