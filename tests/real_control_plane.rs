@@ -176,6 +176,17 @@ impl Kubectl {
 
     /// Polls `args` as JSON until `done` holds, failing with `what` after `timeout`.
     fn wait_for(&self, args: &[&str], timeout: Duration, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+        self.wait_for_or(args, timeout, || what.to_string(), done)
+    }
+
+    /// `wait_for` whose failure message is made when it fails (a log read then, not at the start).
+    fn wait_for_or(
+        &self,
+        args: &[&str],
+        timeout: Duration,
+        what: impl Fn() -> String,
+        done: impl Fn(&Value) -> bool,
+    ) -> Value {
         let start = Instant::now();
         loop {
             if let Some(v) = self.json(args)
@@ -183,7 +194,7 @@ impl Kubectl {
             {
                 return v;
             }
-            assert!(start.elapsed() < timeout, "{what}: not within {timeout:?}");
+            assert!(start.elapsed() < timeout, "{}: not within {timeout:?}", what());
             std::thread::sleep(Duration::from_millis(500));
         }
     }

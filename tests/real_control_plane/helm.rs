@@ -47,19 +47,40 @@ struct Helm {
 }
 
 impl Helm {
-    fn ok(&self, args: &[&str]) -> String {
+    /// Runs helm: whether it succeeded, and what it printed (stdout, then stderr).
+    fn run(&self, args: &[&str]) -> (bool, String, String) {
         let out = Command::new(&self.bin)
             .arg("--kubeconfig")
             .arg(&self.kubeconfig)
             .args(args)
             .output()
             .expect("helm runs");
-        let (stdout, stderr) = (
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr),
-        );
-        assert!(out.status.success(), "helm {args:?} failed:\n{stdout}{stderr}");
-        stdout.into_owned()
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let (ok, stdout, stderr) = self.run(args);
+        assert!(ok, "helm {args:?} failed:\n{stdout}{stderr}");
+        stdout
+    }
+
+    /// `ok` for a call that waits on the manager (`--wait`): a failure also carries the manager
+    /// pods' states and the end of their logs, so a run that fails once says why.
+    fn ok_or_say_why(&self, k: &Kubectl, ns: &str, args: &[&str]) -> String {
+        let (ok, stdout, stderr) = self.run(args);
+        if !ok {
+            let pods = k.json(&["get", "pods", "-n", ns]);
+            panic!(
+                "helm {args:?} failed:\n{stdout}{stderr}\npods: {}\n{}",
+                pods.map(|p| super::pod_states(&p)).unwrap_or_default(),
+                super::manager_logs()
+            );
+        }
+        stdout
     }
 }
 
@@ -269,19 +290,23 @@ fn helm_install_gated_upgrades_a_helm_upgrade_mid_upgrade_and_uninstall_on_a_rea
 
     // helm install --wait: the Deployment's pods run the manager and get Ready (they only do once they
     // serve the webhook with the certificate the leader wrote).
-    let out = helm.ok(&[
-        "install",
-        "quotagate",
-        chart,
-        "--namespace",
+    let out = helm.ok_or_say_why(
+        &k,
         ns,
-        "--create-namespace",
-        "-f",
-        values,
-        "--wait",
-        "--timeout",
-        "5m",
-    ]);
+        &[
+            "install",
+            "quotagate",
+            chart,
+            "--namespace",
+            ns,
+            "--create-namespace",
+            "-f",
+            values,
+            "--wait",
+            "--timeout",
+            "5m",
+        ],
+    );
     println!("helm install after {:?}:\n{out}", started.elapsed());
     assert!(
         out.contains("STATUS: deployed") && out.contains("REVISION: 1"),

@@ -116,10 +116,18 @@ fn leader_pod_killed_mid_upgrade_and_the_other_replica_completes_it() {
     let (agent, sim) = manager_and_ray_agents(&cp.kubeconfig, &dir);
     let agent = &agent.0;
 
-    let deploy = k.wait_for(
+    let deploy = k.wait_for_or(
         &["get", "deployment", "quotagate-controller-manager", NS[0], NS[1]],
         Duration::from_secs(240),
-        &format!("the Deployment Available; node agent log:\n{}", agent.log()),
+        || {
+            let pods = k.json(&["get", "pods", NS[0], NS[1]]);
+            format!(
+                "the Deployment's 2 replicas ready; pods: {}\nnode agent log:\n{}\n{}",
+                pods.map(|p| super::pod_states(&p)).unwrap_or_default(),
+                agent.log(),
+                super::manager_logs()
+            )
+        },
         |d| d["status"]["readyReplicas"] == 2,
     );
     println!(
