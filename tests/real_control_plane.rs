@@ -224,17 +224,29 @@ impl Kubectl {
                 return d.clone();
             }
             if start.elapsed() >= timeout {
-                let pods = self.json(&["get", "pods", "-n", "quotagate-system", "-o", "json"]);
                 panic!(
-                    "the Deployment Available: not within {timeout:?}\ndeployment status: {}\npods: {}\n{}",
+                    "the Deployment Available: not within {timeout:?}\ndeployment status: {}\n{}",
                     d.map(|d| d["status"].to_string()).unwrap_or_default(),
-                    pods.map(|p| pod_states(&p)).unwrap_or_default(),
-                    manager_logs()
+                    managers_report(self, "quotagate-system")
                 );
             }
             std::thread::sleep(Duration::from_millis(500));
         }
     }
+}
+
+/// Why the managers in `ns` may not be up: each pod's state, the namespace's last events (a failed
+/// probe says why it failed) and the end of each manager log the process runtime still holds.
+fn managers_report(k: &Kubectl, ns: &str) -> String {
+    let pods = k.json(&["get", "pods", "-n", ns]);
+    let (_, events, _) = k.run(&["get", "events", "-n", ns, "--sort-by=.lastTimestamp"], None);
+    let events: Vec<&str> = events.lines().collect();
+    format!(
+        "pods: {}\nevents (last 30):\n{}\n{}",
+        pods.map(|p| pod_states(&p)).unwrap_or_default(),
+        events[events.len().saturating_sub(30)..].join("\n"),
+        manager_logs()
+    )
 }
 
 /// Each pod's name, phase and container readiness, one line each.

@@ -71,17 +71,19 @@ impl Helm {
     /// `ok` for a call that waits on the manager (`--wait`): a failure also carries the manager
     /// pods' states and the end of their logs, so a run that fails once says why.
     fn ok_or_say_why(&self, k: &Kubectl, ns: &str, args: &[&str]) -> String {
-        let (ok, stdout, stderr) = self.run(args);
-        if !ok {
-            let pods = k.json(&["get", "pods", "-n", ns]);
-            panic!(
-                "helm {args:?} failed:\n{stdout}{stderr}\npods: {}\n{}",
-                pods.map(|p| super::pod_states(&p)).unwrap_or_default(),
-                super::manager_logs()
-            );
-        }
-        stdout
+        said_why(k, ns, args, self.run(args))
     }
+}
+
+/// The output of a helm call that waited on the managers, or a failure that says why they were not up.
+fn said_why(k: &Kubectl, ns: &str, args: &[&str], (ok, stdout, stderr): (bool, String, String)) -> String {
+    if !ok {
+        panic!(
+            "helm {args:?} failed:\n{stdout}{stderr}\n{}",
+            super::managers_report(k, ns)
+        );
+    }
+    stdout
 }
 
 /// The validating webhook, reached through the Service, refuses a negative quota (Kueue's message).
@@ -386,27 +388,26 @@ fn helm_install_gated_upgrades_a_helm_upgrade_mid_upgrade_and_uninstall_on_a_rea
     let mut lease = LeaseLog::default();
     let old_leader = lease.poll(&k);
     println!("gated upgrade 2: {pending} pending with 0 pods; managers {old_pods:?}, {old_leader} leads");
+    let upgrade_args = [
+        "upgrade",
+        "quotagate",
+        chart,
+        "--namespace",
+        ns,
+        "-f",
+        values,
+        "--wait",
+        "--timeout",
+        "5m",
+        "--set",
+        "controllerManager.replicas=1",
+        "--set",
+        "controllerManager.manager.logLevel=quotagate=debug\\,info",
+    ];
     let upgrade = {
         let helm = helm.clone();
-        let (chart, values) = (chart.to_string(), values.to_string());
-        std::thread::spawn(move || {
-            helm.ok(&[
-                "upgrade",
-                "quotagate",
-                &chart,
-                "--namespace",
-                ns,
-                "-f",
-                &values,
-                "--wait",
-                "--timeout",
-                "5m",
-                "--set",
-                "controllerManager.replicas=1",
-                "--set",
-                "controllerManager.manager.logLevel=quotagate=debug\\,info",
-            ])
-        })
+        let args: Vec<String> = upgrade_args.iter().map(|a| a.to_string()).collect();
+        std::thread::spawn(move || helm.run(&args.iter().map(String::as_str).collect::<Vec<_>>()))
     };
     let helm_started = Instant::now();
     let mut polls = 0;
@@ -418,12 +419,13 @@ fn helm_install_gated_upgrades_a_helm_upgrade_mid_upgrade_and_uninstall_on_a_rea
         polls += 1;
         assert!(
             helm_started.elapsed() < Duration::from_secs(330),
-            "helm upgrade did not return; node agent log:\n{}",
-            agent.0.log()
+            "helm upgrade did not return; node agent log:\n{}\n{}",
+            agent.0.log(),
+            super::managers_report(&k, ns)
         );
         std::thread::sleep(Duration::from_millis(500));
     }
-    let out = upgrade.join().expect("helm upgrade");
+    let out = said_why(&k, ns, &upgrade_args, upgrade.join().expect("helm upgrade"));
     println!(
         "helm upgrade after {:?} ({:?} mid-upgrade; svc-a serving at each of {polls} polls, Lease \
          holders seen {:?}):\n{out}",
@@ -465,8 +467,9 @@ fn helm_install_gated_upgrades_a_helm_upgrade_mid_upgrade_and_uninstall_on_a_rea
         assert!(
             Instant::now() < deadline,
             "a new pod holding the Lease: not within 240 s; manager pods {now:?} (before the upgrade \
-             {old_pods:?}), Lease holder {holder:?}; node agent log:\n{}",
-            agent.0.log()
+             {old_pods:?}), Lease holder {holder:?}; node agent log:\n{}\n{}",
+            agent.0.log(),
+            super::managers_report(&k, ns)
         );
         std::thread::sleep(Duration::from_millis(500));
     };

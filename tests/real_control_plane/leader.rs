@@ -120,12 +120,10 @@ fn leader_pod_killed_mid_upgrade_and_the_other_replica_completes_it() {
         &["get", "deployment", "quotagate-controller-manager", NS[0], NS[1]],
         Duration::from_secs(240),
         || {
-            let pods = k.json(&["get", "pods", NS[0], NS[1]]);
             format!(
-                "the Deployment's 2 replicas ready; pods: {}\nnode agent log:\n{}\n{}",
-                pods.map(|p| super::pod_states(&p)).unwrap_or_default(),
+                "the Deployment's 2 replicas ready; node agent log:\n{}\n{}",
                 agent.log(),
-                super::manager_logs()
+                super::managers_report(&k, NS[1])
             )
         },
         |d| d["status"]["readyReplicas"] == 2,
