@@ -310,6 +310,7 @@ async fn the_feature_gate_starts_the_controller() {
         gates(false),
         None,
         Default::default(),
+        None,
     );
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(
@@ -325,6 +326,7 @@ async fn the_feature_gate_starts_the_controller() {
         gates(true),
         None,
         Default::default(),
+        None,
     );
     wait_for_count(&client, &uid, 1, Duration::from_secs(20)).await;
     // The controller creates the RayJob first and writes `lastScheduleTime` after it (and after the

@@ -15,6 +15,7 @@ use tokio::sync::Notify;
 
 use super::non_tas_pods::NonTasUsage;
 use super::sync::Snapshot;
+use super::workload_events::WorkloadEvents;
 use crate::api::kueue::{
     AdmissionCheck, ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Topology, Workload,
     WorkloadPriorityClass,
@@ -35,6 +36,8 @@ pub struct Caches {
     pub nodes: Store<Node>,
     /// What pods TAS did not place request per node, watched while a Topology exists.
     pub non_tas: NonTasUsage,
+    /// The Workload watch above, shared with the controllers that own Workloads.
+    pub workload_events: WorkloadEvents,
 }
 
 /// Reflects `api` into a store and hands every watch event to `on` after the store took it, `None`
@@ -89,6 +92,17 @@ impl Caches {
             })
         };
         let non_tas = NonTasUsage::default();
+        let workload_events = WorkloadEvents::default();
+        let workloads = {
+            let (wake, events) = (notify.clone(), workload_events.clone());
+            reflect_each(Api::all(client.clone()), &mut tasks, move |ev| {
+                wake.notify_one();
+                if let Some(ev) = ev {
+                    events.publish(ev);
+                }
+            })
+        };
+        workload_events.set_store(workloads.clone());
         tasks.push(non_tas.start(
             client.clone(),
             topologies.clone(),
@@ -100,13 +114,14 @@ impl Caches {
             cohorts: reflect(Api::all(client.clone()), notify.clone(), &mut tasks),
             flavors: reflect(Api::all(client.clone()), notify.clone(), &mut tasks),
             local_queues: reflect(Api::all(client.clone()), notify.clone(), &mut tasks),
-            workloads: reflect(Api::all(client.clone()), notify.clone(), &mut tasks),
+            workloads,
             namespaces: reflect(Api::all(client.clone()), notify.clone(), &mut tasks),
             priority_classes: reflect(Api::all(client.clone()), notify.clone(), &mut tasks),
             admission_checks: reflect(Api::all(client.clone()), notify.clone(), &mut tasks),
             topologies,
             nodes: reflect(Api::all(client.clone()), notify, &mut tasks),
             non_tas,
+            workload_events,
         };
         (caches, tasks)
     }

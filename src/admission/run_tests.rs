@@ -178,6 +178,7 @@ async fn cycle_with_cut(cut_at: CutAt) -> (Vec<(String, bool)>, bool, Vec<Action
         topologies: reflector::store().0,
         nodes: reflector::store().0,
         non_tas: Default::default(),
+        workload_events: Default::default(),
     };
     let reporter = kube::runtime::events::Reporter {
         controller: "test".into(),

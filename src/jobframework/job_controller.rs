@@ -522,6 +522,8 @@ pub struct JobContext {
     pub metrics: Arc<crate::admission::metrics::Metrics>,
     /// `manageJobsWithoutQueueName` and `managedJobsNamespaceSelector`.
     pub managed_jobs: Arc<ManagedJobs>,
+    /// The process's one Workload watch: the controllers that own Workloads wake from it.
+    pub workload_events: crate::admission::WorkloadEvents,
 }
 
 /// Whether Kueue manages a job: it names a queue, or `manageJobsWithoutQueueName` takes it in a
@@ -1170,7 +1172,7 @@ pub async fn run<J: JobKind>(ctx: JobContext, shutdown: impl Future<Output = ()>
     let mut leader = ctx.leader.clone();
     let ctx = Arc::new(ctx);
     let controller = Controller::new(Api::<J::Object>::all(client.clone()), J::watcher_config())
-        .owns(Api::<Workload>::all(client.clone()), watcher::Config::default());
+        .owns_stream(ctx.workload_events.owned_by::<J::Object>());
     let controller = J::watches(controller, &client).graceful_shutdown_on(shutdown);
     // Becoming leader re-checks every job (the followers skipped their writes).
     let controller = controller.reconcile_all_on(became_leader(&mut leader));

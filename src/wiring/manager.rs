@@ -20,6 +20,7 @@ use super::health::{self, Health};
 use super::leader::{self, LeaderConfig, LeaderError};
 use super::metrics::{Metrics, Role};
 use super::tasks::{AbortOnDrop, Tasks};
+use crate::admission::WorkloadEvents;
 use crate::admission::{AdmissionLoop, Caches};
 use crate::embedded::{self, EmbeddedServer};
 use crate::jobframework::job_controller::JobContext;
@@ -157,7 +158,13 @@ pub async fn run_manager(
     let mk_metrics = Arc::new(crate::multikueue::metrics::Metrics::new(Arc::new(move || {
         role.role()
     })));
-    let extra = with_multikueue(extra_metrics(&client, &opts, &mut tasks), &mk_metrics);
+    let notify = Arc::new(Notify::new());
+    let (caches, cache_tasks) = Caches::start(&client, notify.clone());
+    tasks.extend(cache_tasks);
+    let extra = with_multikueue(
+        extra_metrics(&client, &opts, &caches.workload_events, &mut tasks),
+        &mk_metrics,
+    );
     let extra = with_dropped_events(extra, &dropped_events);
     let auth = (opts.metrics_auth.clone()).unwrap_or_else(|| health::MetricsAuth::delegated(client.clone()));
     let health = Health::new(metrics.clone())
@@ -167,9 +174,6 @@ pub async fn run_manager(
         serve_health(addr, &client, &opts, &health, &cancel, &mut tasks).await?;
     }
     let (mut lease_task, rx) = start_leader_election(&client, &opts, &metrics, &mut tasks);
-    let notify = Arc::new(Notify::new());
-    let (caches, cache_tasks) = Caches::start(&client, notify.clone());
-    tasks.extend(cache_tasks);
     if let Some(w) = opts.webhook.clone() {
         // The aggregated API groups ride on the webhook's TLS port (config/apiservice/).
         let groups = super::explain::router(opts.explanations.clone())
@@ -218,6 +222,7 @@ pub async fn run_manager(
             .is_some_and(|c| c.unscheduled_timeout.is_some()),
         metrics: metrics.clone(),
         managed_jobs: Arc::new(opts.managed_jobs.clone()),
+        workload_events: caches.workload_events.clone(),
     };
     tasks.extend(super::frameworks::spawn(opts.frameworks, &jobs, &cancel));
     if let Some(mut mk) = super::frameworks::multikueue_options(opts.frameworks, &opts.multikueue) {
@@ -243,6 +248,7 @@ pub async fn run_manager(
             opts.ray_gates,
             opts.upgrade_deadline,
             opts.managed_jobs.clone(),
+            caches.workload_events.clone(),
             rx.clone(),
         ));
     }
@@ -314,11 +320,16 @@ fn with_dropped_events(
 }
 
 /// With the Ray operator: KubeRay's metrics and the gate's, beside any extra series.
-fn extra_metrics(client: &Client, opts: &ManagerOptions, tasks: &mut Tasks) -> Option<health::ExtraMetrics> {
+fn extra_metrics(
+    client: &Client,
+    opts: &ManagerOptions,
+    workload_events: &WorkloadEvents,
+    tasks: &mut Tasks,
+) -> Option<health::ExtraMetrics> {
     match (opts.ray.is_some(), opts.extra_metrics.clone()) {
         (false, extra) => extra,
         (true, extra) => {
-            let ray = super::ray_metrics::spawn(client, tasks);
+            let ray = super::ray_metrics::spawn(client, workload_events, tasks);
             Some(health::ExtraMetrics::new(move || {
                 let mut text = ray();
                 if let Some(e) = &extra {
@@ -411,6 +422,7 @@ fn spawn_ray_operator_when_leader(
     gates: crate::api::ray::validation::RayFeatureGates,
     upgrade_deadline: Option<Duration>,
     managed_jobs: crate::api::kueue::config::ManagedJobs,
+    workload_events: crate::admission::WorkloadEvents,
     mut leader: watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
@@ -419,8 +431,14 @@ fn spawn_ray_operator_when_leader(
                 return;
             }
         }
-        let _operator =
-            super::ray::spawn_ray_operator(client, &dashboards, gates, upgrade_deadline, managed_jobs);
+        let _operator = super::ray::spawn_ray_operator(
+            client,
+            &dashboards,
+            gates,
+            upgrade_deadline,
+            managed_jobs,
+            Some(workload_events),
+        );
         std::future::pending::<()>().await
     })
 }

@@ -110,16 +110,19 @@ pub fn spawn_ray_operator(
     gates: RayFeatureGates,
     upgrade_deadline: Option<Duration>,
     managed_jobs: crate::api::kueue::managed_jobs::ManagedJobs,
+    workload_events: Option<crate::admission::WorkloadEvents>,
 ) -> RayOperator {
     // Which clusters and services the quota gate holds: the job reconciler's own decision.
     let managed_jobs = Arc::new(managed_jobs);
     let mut clusters = clusterctl::Context::new(client.clone());
     clusters.config.gates = gates;
     clusters.config.managed_jobs = managed_jobs.clone();
+    clusters.config.workload_events = workload_events.clone();
     let mut services = rsctl::Context::new(client.clone(), dashboards.factory(&client));
     services.config.gates = gates;
     services.config.upgrade_deadline = upgrade_deadline;
     services.config.managed_jobs = managed_jobs;
+    services.config.workload_events = workload_events;
     let jobs_api = dashboards.jobs(&client);
     let mut jobs = rjctl::Context::new(client.clone(), jobs_api);
     jobs.config.gates = gates;

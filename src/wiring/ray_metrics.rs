@@ -5,13 +5,14 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use futures::StreamExt;
 use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
-use kube::{Api, Client, Resource};
+use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::task::JoinHandle;
 
-use crate::api::kueue::Workload;
+use crate::admission::WorkloadEvents;
 use crate::api::ray::{RayCluster, RayJob, RayService};
 use crate::rayservice::metrics::{GateMetrics, render, render_jobs};
 
@@ -31,6 +32,7 @@ where
 /// Starts the watchers; the returned closure renders the series for `/metrics`.
 pub fn spawn(
     client: &Client,
+    workload_events: &WorkloadEvents,
     tasks: &mut Vec<JoinHandle<()>>,
 ) -> impl Fn() -> String + Send + Sync + 'static {
     let gate = Arc::new(GateMetrics::default());
@@ -61,11 +63,14 @@ pub fn spawn(
         },
     );
     let g = gate.clone();
-    let _workloads = watch(Api::<Workload>::all(client.clone()), tasks, move |wl, deleted| {
-        if !deleted {
-            g.tracker().workload(wl, Instant::now());
+    // The RayServices' workload slices, from the manager's shared Workload watch.
+    let slices = workload_events.whole(|wl| wl.owner_references().iter().any(|o| o.kind == "RayService"));
+    tasks.push(tokio::spawn(async move {
+        futures::pin_mut!(slices);
+        while let Some(Ok(wl)) = slices.next().await {
+            g.tracker().workload(&wl, Instant::now());
         }
-    });
+    }));
     let jobs = watch(Api::<RayJob>::all(client.clone()), tasks, |_, _| {});
     move || {
         let cs: Vec<RayCluster> = clusters.state().iter().map(|c| (**c).clone()).collect();

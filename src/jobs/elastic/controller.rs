@@ -17,7 +17,6 @@ use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
 use super::{active_slice, pods_to_ungate, ungated};
-use crate::api::kueue::Workload;
 use crate::api::kueue::constants::label;
 use crate::api::merge_patch::guarded;
 use crate::jobframework::job_controller::JobError;
@@ -80,7 +79,7 @@ where
             Api::<Pod>::all(client.clone()),
             watcher::Config::default().labels(label::PODSET),
         )
-        .owns(Api::<Workload>::all(client.clone()), watcher::Config::default())
+        .owns_stream(ctx.workload_events.owned_by::<K>())
         .graceful_shutdown_on(shutdown)
         .reconcile_all_on(became_leader(&mut leader));
     shell::run(

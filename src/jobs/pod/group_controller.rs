@@ -38,7 +38,7 @@ pub async fn run(ctx: JobContext, shutdown: impl Future<Output = ()> + Send + Sy
         Api::<Pod>::all(client.clone()),
         watcher::Config::default().labels(&selector),
     )
-    .owns(Api::<Workload>::all(client.clone()), watcher::Config::default())
+    .owns_stream(ctx.workload_events.owned_by::<Pod>())
     .graceful_shutdown_on(shutdown)
     .reconcile_all_on(became_leader(&mut leader));
     shell::run(controller, "podgroup", reconcile, Arc::new(ctx), |_| {

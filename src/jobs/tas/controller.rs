@@ -209,7 +209,13 @@ pub async fn run(ctx: JobContext, shutdown: impl Future<Output = ()> + Send + Sy
     let mut leader = ctx.leader.clone();
     let gated = Arc::new(GatedPods::default());
     let seen = gated.clone();
-    let controller = Controller::new(Api::<Workload>::all(client.clone()), watcher::Config::default())
+    // From the shared Workload watch, only the workloads TAS admitted wake it (Kueue's ungater
+    // filters its events the same way), read from the shared store.
+    let controller = match ctx.workload_events.store() {
+        Some(store) => Controller::for_stream(ctx.workload_events.whole(is_admitted_by_tas), store),
+        None => Controller::new(Api::<Workload>::all(client.clone()), watcher::Config::default()),
+    };
+    let controller = controller
         .watches(
             Api::<Pod>::all(client.clone()),
             watcher::Config::default().labels(label::PODSET),

@@ -53,6 +53,8 @@ pub struct Config {
     /// `manageJobsWithoutQueueName` and `managedJobsNamespaceSelector`: which clusters the quota gate
     /// holds, as the job reconciler decides it.
     pub managed_jobs: std::sync::Arc<ManagedJobs>,
+    /// The manager's shared Workload watch; `None`: the controller opens its own.
+    pub workload_events: Option<crate::admission::WorkloadEvents>,
 }
 
 impl Default for Config {
@@ -63,6 +65,7 @@ impl Default for Config {
             idle_requeue: Duration::from_secs(c::RAY_CLUSTER_DEFAULT_REQUEUE_SECONDS),
             gates: RayFeatureGates::default(),
             managed_jobs: Default::default(),
+            workload_events: None,
         }
     }
 }

@@ -57,36 +57,44 @@ pub async fn run(ctx: Arc<Context>) {
     // A workload slice admitted or evicted opens or closes the gate of the RayCluster that owns it, of
     // its RayService's children, or of its RayJob's cluster (an elastic job's new slice).
     let clusters = controller.store();
-    let controller = controller.watches(
-        Api::<Workload>::all(client),
-        watcher::Config::default(),
-        move |wl: Workload| {
-            let ns = wl.namespace();
-            let owners = |kind: &str| -> Vec<String> {
-                wl.owner_references()
-                    .iter()
-                    .filter(|o| o.kind == kind)
-                    .map(|o| o.name.clone())
-                    .collect()
-            };
-            let (services, own, jobs) = (
-                owners(c::CRD_RAY_SERVICE),
-                owners(c::CRD_RAY_CLUSTER),
-                owners(c::CRD_RAY_JOB),
-            );
-            clusters
-                .state()
-                .into_iter()
-                .filter(|rc| {
-                    rc.namespace() == ns
-                        && (own.contains(&rc.name_any())
-                            || gate::parent_service(rc).is_some_and(|p| services.contains(&p))
-                            || gate::parent_ray_job(rc).is_some_and(|j| jobs.contains(&j)))
-                })
-                .map(|rc| ObjectRef::from_obj(rc.as_ref()))
-                .collect::<Vec<_>>()
-        },
-    );
+    let wake = move |meta: &kube::api::ObjectMeta| -> Vec<ObjectRef<RayCluster>> {
+        let owners = |kind: &str| -> Vec<String> {
+            meta.owner_references
+                .iter()
+                .flatten()
+                .filter(|o| o.kind == kind)
+                .map(|o| o.name.clone())
+                .collect()
+        };
+        let (services, own, jobs) = (
+            owners(c::CRD_RAY_SERVICE),
+            owners(c::CRD_RAY_CLUSTER),
+            owners(c::CRD_RAY_JOB),
+        );
+        clusters
+            .state()
+            .into_iter()
+            .filter(|rc| {
+                rc.namespace() == meta.namespace
+                    && (own.contains(&rc.name_any())
+                        || gate::parent_service(rc).is_some_and(|p| services.contains(&p))
+                        || gate::parent_ray_job(rc).is_some_and(|j| jobs.contains(&j)))
+            })
+            .map(|rc| ObjectRef::from_obj(rc.as_ref()))
+            .collect::<Vec<_>>()
+    };
+    let controller = match &ctx.config.workload_events {
+        Some(events) => {
+            let kinds = [c::CRD_RAY_SERVICE, c::CRD_RAY_CLUSTER, c::CRD_RAY_JOB]
+                .map(|k| ("ray.io/v1".to_string(), k.to_string()));
+            controller.watches_stream(events.owned_by_any(kinds.to_vec()), move |wl| wake(&wl.metadata))
+        }
+        None => controller.watches(
+            Api::<Workload>::all(client),
+            watcher::Config::default(),
+            move |wl: Workload| wake(&wl.metadata),
+        ),
+    };
     shell::run(controller, "raycluster", reconcile, ctx, |c| {
         c.config.busy_requeue
     })

@@ -71,6 +71,8 @@ pub struct Config {
     /// `manageJobsWithoutQueueName` and `managedJobsNamespaceSelector`: which services run only under
     /// admitted quota, as the job reconciler decides it.
     pub managed_jobs: std::sync::Arc<crate::api::kueue::managed_jobs::ManagedJobs>,
+    /// The manager's shared Workload watch; `None`: the controller opens its own.
+    pub workload_events: Option<crate::admission::WorkloadEvents>,
 }
 
 impl Default for Config {
@@ -87,6 +89,7 @@ impl Default for Config {
             gates: RayFeatureGates::default(),
             upgrade_deadline: None,
             managed_jobs: Default::default(),
+            workload_events: None,
         }
     }
 }
@@ -145,9 +148,12 @@ pub async fn run(ctx: Arc<Context>) {
     let client = ctx.client.clone();
     let mut controller = Controller::new(Api::<RayService>::all(client.clone()), watcher::Config::default())
         .owns(Api::<RayCluster>::all(client.clone()), watcher::Config::default())
-        .owns(Api::<Service>::all(client.clone()), watcher::Config::default())
-        // A workload slice admitted (or waiting with a new reason) releases a held child or says why not.
-        .owns(Api::<Workload>::all(client.clone()), watcher::Config::default());
+        .owns(Api::<Service>::all(client.clone()), watcher::Config::default());
+    // A workload slice admitted (or waiting with a new reason) releases a held child or says why not.
+    controller = match &ctx.config.workload_events {
+        Some(events) => controller.owns_stream(events.owned_by::<RayService>()),
+        None => controller.owns(Api::<Workload>::all(client.clone()), watcher::Config::default()),
+    };
     // Gateway API objects are watched where the cluster serves them (incremental upgrades need them;
     // without the CRDs a watch would only fail and retry forever).
     if gateway_api_served(&client).await {
