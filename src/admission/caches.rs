@@ -126,6 +126,35 @@ impl Caches {
         (caches, tasks)
     }
 
+    /// The kinds whose cache has not listed them yet, for a log line while the manager waits.
+    pub fn unsynced(&self) -> Vec<&'static str> {
+        use futures::FutureExt;
+        fn pending<K: Resource + Clone>(s: &Store<K>) -> bool
+        where
+            K::DynamicType: Eq + Hash + Clone,
+        {
+            s.wait_until_ready().now_or_never().is_none()
+        }
+        let mut out = Vec::new();
+        for (kind, waiting) in [
+            ("ClusterQueue", pending(&self.cluster_queues)),
+            ("Cohort", pending(&self.cohorts)),
+            ("ResourceFlavor", pending(&self.flavors)),
+            ("LocalQueue", pending(&self.local_queues)),
+            ("Workload", pending(&self.workloads)),
+            ("Namespace", pending(&self.namespaces)),
+            ("WorkloadPriorityClass", pending(&self.priority_classes)),
+            ("AdmissionCheck", pending(&self.admission_checks)),
+            ("Topology", pending(&self.topologies)),
+            ("Node", pending(&self.nodes)),
+        ] {
+            if waiting {
+                out.push(kind);
+            }
+        }
+        out
+    }
+
     /// Resolves once every cache has listed its kind.
     pub fn ready(&self) -> impl Future<Output = ()> + Send + 'static {
         let c = self.clone();

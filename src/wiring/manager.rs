@@ -202,7 +202,7 @@ pub async fn run_manager(
         // Every replica serves it from its own caches: reads need no leadership.
         tasks.extend(super::ui::spawn(&client, &caches, ui, cancel.clone()));
     }
-    let synced = ready_when_synced(caches.ready(), &health, &mut tasks);
+    let synced = ready_when_synced(&caches, &health, &mut tasks);
     let recorder = Recorder::new(
         client.clone(),
         Reporter {
@@ -399,15 +399,20 @@ fn start_leader_election(
 }
 
 /// Marks the replica ready once the caches synced; the returned flag turns true then too.
-fn ready_when_synced(
-    ready: impl Future<Output = ()> + Send + 'static,
-    health: &Health,
-    tasks: &mut Tasks,
-) -> watch::Receiver<bool> {
+fn ready_when_synced(caches: &Caches, health: &Health, tasks: &mut Tasks) -> watch::Receiver<bool> {
     let h = health.clone();
     let (synced_tx, synced) = watch::channel(false);
+    let (ready, caches) = (caches.ready(), caches.clone());
     tasks.push(tokio::spawn(async move {
-        ready.await;
+        // As controller-runtime's "Waiting for caches to sync": a start that takes long names the
+        // kinds it still waits for, every 30 s.
+        futures::pin_mut!(ready);
+        while tokio::time::timeout(Duration::from_secs(30), &mut ready)
+            .await
+            .is_err()
+        {
+            tracing::warn!(waiting_for = ?caches.unsynced(), "caches not synced after 30 s");
+        }
         h.set_ready(true);
         let _ = synced_tx.send(true);
         tracing::info!("caches synced");
