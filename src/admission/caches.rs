@@ -1,6 +1,6 @@
 //! Reflector caches of the kinds the admission loop reads; every change wakes the loop.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::sync::Arc;
@@ -38,7 +38,53 @@ pub struct Caches {
     pub non_tas: NonTasUsage,
     /// The Workload watch above, shared with the controllers that own Workloads.
     pub workload_events: WorkloadEvents,
+    /// The kinds not listed yet (see [`Listed`]).
+    pub(crate) unlisted: Listed,
 }
+
+/// The kinds whose reflector has not finished its first list, emptied by each one's first
+/// `InitDone`. Readiness is tracked here, not awaited from the stores: a store's
+/// `wait_until_ready` wakes only the last of several tasks waiting on it (kube-runtime's
+/// `DelayedInit` keeps one oneshot receiver, whose waker each poll replaces), and the Workload
+/// store is shared with a controller whose runner waits on it too. Awaited from both, the
+/// manager's "caches synced" could wait for ever, one start in a few: never ready, never admitting.
+#[derive(Clone)]
+pub(crate) struct Listed(Arc<tokio::sync::watch::Sender<BTreeSet<&'static str>>>);
+
+/// Nothing to wait for (caches built by hand, as tests do).
+impl Default for Listed {
+    fn default() -> Self {
+        Listed::new(&[])
+    }
+}
+
+impl Listed {
+    fn new(kinds: &[&'static str]) -> Self {
+        Listed(Arc::new(tokio::sync::watch::Sender::new(
+            kinds.iter().copied().collect(),
+        )))
+    }
+
+    /// The watch callback's part: `kind` is listed at its first `InitDone` (the store holds the list by then).
+    fn on<K>(&self, kind: &'static str, ev: Option<&watcher::Event<K>>) {
+        if matches!(ev, Some(watcher::Event::InitDone)) {
+            self.0.send_if_modified(|s| s.remove(kind));
+        }
+    }
+}
+
+const KINDS: [&str; 10] = [
+    "ClusterQueue",
+    "Cohort",
+    "ResourceFlavor",
+    "LocalQueue",
+    "Workload",
+    "Namespace",
+    "WorkloadPriorityClass",
+    "AdmissionCheck",
+    "Topology",
+    "Node",
+];
 
 /// Reflects `api` into a store and hands every watch event to `on` after the store took it, `None`
 /// for a watch error (logged; the watcher re-lists or resumes by itself). The one reflector loop of the
@@ -71,22 +117,37 @@ where
 }
 
 /// A reflected store whose every change (or watch interruption) wakes the admission loop.
-fn reflect<K>(api: Api<K>, notify: Arc<Notify>, tasks: &mut Vec<tokio::task::JoinHandle<()>>) -> Store<K>
+fn reflect<K>(
+    api: Api<K>,
+    notify: Arc<Notify>,
+    listed: (&Listed, &'static str),
+    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
+) -> Store<K>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
 {
-    reflect_each(api, tasks, move |_| notify.notify_one())
+    let (listed, kind) = (listed.0.clone(), listed.1);
+    reflect_each(api, tasks, move |ev| {
+        listed.on(kind, ev);
+        notify.notify_one();
+    })
+}
+
+fn all<K: Resource<DynamicType = ()>>(client: &Client) -> Api<K> {
+    Api::all(client.clone())
 }
 
 impl Caches {
     /// Starts one watch per kind; the returned tasks run until aborted.
     pub fn start(client: &Client, notify: Arc<Notify>) -> (Caches, Vec<tokio::task::JoinHandle<()>>) {
         let mut tasks = Vec::new();
+        let unlisted = Listed::new(&KINDS);
         let topology_changed = Arc::new(Notify::new());
         let topologies = {
-            let (wake, changed) = (notify.clone(), topology_changed.clone());
-            reflect_each(Api::all(client.clone()), &mut tasks, move |_| {
+            let (wake, changed, listed) = (notify.clone(), topology_changed.clone(), unlisted.clone());
+            reflect_each(Api::all(client.clone()), &mut tasks, move |ev| {
+                listed.on("Topology", ev);
                 wake.notify_one();
                 changed.notify_one();
             })
@@ -94,8 +155,9 @@ impl Caches {
         let non_tas = NonTasUsage::default();
         let workload_events = WorkloadEvents::default();
         let workloads = {
-            let (wake, events) = (notify.clone(), workload_events.clone());
+            let (wake, events, listed) = (notify.clone(), workload_events.clone(), unlisted.clone());
             reflect_each(Api::all(client.clone()), &mut tasks, move |ev| {
+                listed.on("Workload", ev);
                 wake.notify_one();
                 if let Some(ev) = ev {
                     events.publish(ev);
@@ -110,65 +172,53 @@ impl Caches {
             notify.clone(),
         ));
         let caches = Caches {
-            cluster_queues: reflect(Api::all(client.clone()), notify.clone(), &mut tasks),
-            cohorts: reflect(Api::all(client.clone()), notify.clone(), &mut tasks),
-            flavors: reflect(Api::all(client.clone()), notify.clone(), &mut tasks),
-            local_queues: reflect(Api::all(client.clone()), notify.clone(), &mut tasks),
+            cluster_queues: reflect(
+                all(client),
+                notify.clone(),
+                (&unlisted, "ClusterQueue"),
+                &mut tasks,
+            ),
+            cohorts: reflect(all(client), notify.clone(), (&unlisted, "Cohort"), &mut tasks),
+            flavors: reflect(
+                all(client),
+                notify.clone(),
+                (&unlisted, "ResourceFlavor"),
+                &mut tasks,
+            ),
+            local_queues: reflect(all(client), notify.clone(), (&unlisted, "LocalQueue"), &mut tasks),
             workloads,
-            namespaces: reflect(Api::all(client.clone()), notify.clone(), &mut tasks),
-            priority_classes: reflect(Api::all(client.clone()), notify.clone(), &mut tasks),
-            admission_checks: reflect(Api::all(client.clone()), notify.clone(), &mut tasks),
+            namespaces: reflect(all(client), notify.clone(), (&unlisted, "Namespace"), &mut tasks),
+            priority_classes: reflect(
+                all(client),
+                notify.clone(),
+                (&unlisted, "WorkloadPriorityClass"),
+                &mut tasks,
+            ),
+            admission_checks: reflect(
+                all(client),
+                notify.clone(),
+                (&unlisted, "AdmissionCheck"),
+                &mut tasks,
+            ),
             topologies,
-            nodes: reflect(Api::all(client.clone()), notify, &mut tasks),
+            nodes: reflect(all(client), notify, (&unlisted, "Node"), &mut tasks),
             non_tas,
             workload_events,
+            unlisted,
         };
         (caches, tasks)
     }
 
     /// The kinds whose cache has not listed them yet, for a log line while the manager waits.
     pub fn unsynced(&self) -> Vec<&'static str> {
-        use futures::FutureExt;
-        fn pending<K: Resource + Clone>(s: &Store<K>) -> bool
-        where
-            K::DynamicType: Eq + Hash + Clone,
-        {
-            s.wait_until_ready().now_or_never().is_none()
-        }
-        let mut out = Vec::new();
-        for (kind, waiting) in [
-            ("ClusterQueue", pending(&self.cluster_queues)),
-            ("Cohort", pending(&self.cohorts)),
-            ("ResourceFlavor", pending(&self.flavors)),
-            ("LocalQueue", pending(&self.local_queues)),
-            ("Workload", pending(&self.workloads)),
-            ("Namespace", pending(&self.namespaces)),
-            ("WorkloadPriorityClass", pending(&self.priority_classes)),
-            ("AdmissionCheck", pending(&self.admission_checks)),
-            ("Topology", pending(&self.topologies)),
-            ("Node", pending(&self.nodes)),
-        ] {
-            if waiting {
-                out.push(kind);
-            }
-        }
-        out
+        self.unlisted.0.borrow().iter().copied().collect()
     }
 
-    /// Resolves once every cache has listed its kind.
+    /// Resolves once every cache has listed its kind (or once every reflector and cache is gone).
     pub fn ready(&self) -> impl Future<Output = ()> + Send + 'static {
-        let c = self.clone();
+        let mut rx = self.unlisted.0.subscribe();
         async move {
-            let _ = c.cluster_queues.wait_until_ready().await;
-            let _ = c.cohorts.wait_until_ready().await;
-            let _ = c.flavors.wait_until_ready().await;
-            let _ = c.local_queues.wait_until_ready().await;
-            let _ = c.workloads.wait_until_ready().await;
-            let _ = c.namespaces.wait_until_ready().await;
-            let _ = c.priority_classes.wait_until_ready().await;
-            let _ = c.admission_checks.wait_until_ready().await;
-            let _ = c.topologies.wait_until_ready().await;
-            let _ = c.nodes.wait_until_ready().await;
+            let _ = rx.wait_for(BTreeSet::is_empty).await;
         }
     }
 
@@ -215,5 +265,43 @@ impl Caches {
             nodes: self.nodes.state(),
             non_tas: self.non_tas.per_node(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::FutureExt;
+
+    use super::*;
+
+    fn ready(l: &Listed) -> impl Future<Output = ()> + use<> {
+        let mut rx = l.0.subscribe();
+        async move {
+            let _ = rx.wait_for(BTreeSet::is_empty).await;
+        }
+    }
+
+    // Ours: several tasks wait for the caches at once (the manager's readiness, the admission loop);
+    // each is woken once the last kind is listed, where a store's own readiness wakes only the last
+    // task that polled it.
+    #[tokio::test]
+    async fn every_waiter_wakes_once_the_last_kind_is_listed() {
+        let l = Listed::new(&["Workload", "Node"]);
+        let (a, b) = (tokio::spawn(ready(&l)), tokio::spawn(ready(&l)));
+        tokio::task::yield_now().await;
+        l.on::<Node>("Workload", Some(&watcher::Event::Init));
+        l.on::<Node>("Workload", Some(&watcher::Event::InitDone));
+        l.on::<Node>("Node", None);
+        assert!(ready(&l).now_or_never().is_none(), "Node is not listed yet");
+        assert_eq!(l.0.borrow().iter().copied().collect::<Vec<_>>(), ["Node"]);
+        l.on::<Node>("Node", Some(&watcher::Event::InitDone));
+        let both = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+            a.await.unwrap();
+            b.await.unwrap();
+        });
+        assert!(both.await.is_ok(), "both waiters woke");
+        // A re-list after a watch error changes nothing: listed once is listed.
+        l.on::<Node>("Node", Some(&watcher::Event::InitDone));
+        assert!(ready(&l).now_or_never().is_some());
     }
 }

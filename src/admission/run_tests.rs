@@ -179,6 +179,7 @@ async fn cycle_with_cut(cut_at: CutAt) -> (Vec<(String, bool)>, bool, Vec<Action
         nodes: reflector::store().0,
         non_tas: Default::default(),
         workload_events: Default::default(),
+        unlisted: Default::default(),
     };
     let reporter = kube::runtime::events::Reporter {
         controller: "test".into(),

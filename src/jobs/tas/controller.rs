@@ -115,10 +115,11 @@ impl GatedPods {
 /// either. A workload deleted while its pods were behind the gate is never passed over again (its
 /// pods' deletion is one more event of a gated pod), so without this its entry stayed for the life of
 /// the process, one per such workload. Reads pods only in namespaces holding such a chain.
+///
+/// It does not wait for the store to be ready: the controller's runner waits on it, and a store's
+/// readiness wakes only the last of its waiters. Before the first list every chain looks orphaned,
+/// which costs a pod list and forgets only chains no gated pod names, as it should.
 async fn sweep_orphans(client: Client, gated: Arc<GatedPods>, workloads: Store<Workload>) {
-    if workloads.wait_until_ready().await.is_err() {
-        return;
-    }
     loop {
         tokio::time::sleep(RESYNC).await;
         let live: HashSet<(String, String)> = workloads
