@@ -231,8 +231,10 @@ pub async fn run(ctx: JobContext, shutdown: impl Future<Output = ()> + Send + Sy
         )
         .graceful_shutdown_on(shutdown)
         .reconcile_all_on(became_leader(&mut leader));
-    let sweep = tokio::spawn(sweep_orphans(client.clone(), gated.clone(), controller.store()));
-    shell::run(
+    // The sweep runs in this future, not a task of its own: it ends with the controller, or when
+    // this future is dropped (a manager aborted leaves no task behind).
+    let sweep = sweep_orphans(client.clone(), gated.clone(), controller.store());
+    let controller = shell::run(
         controller,
         "tas-topology-ungater",
         reconcile,
@@ -242,9 +244,11 @@ pub async fn run(ctx: JobContext, shutdown: impl Future<Output = ()> + Send + Sy
             gated,
         }),
         |_| Duration::from_secs(1),
-    )
-    .await;
-    sweep.abort();
+    );
+    tokio::select! {
+        () = controller => {}
+        () = sweep => {}
+    }
 }
 
 #[cfg(test)]
