@@ -42,49 +42,46 @@ pub struct Caches {
     pub(crate) unlisted: Listed,
 }
 
-/// The kinds whose reflector has not finished its first list, emptied by each one's first
-/// `InitDone`. Readiness is tracked here, not awaited from the stores: a store's
-/// `wait_until_ready` wakes only the last of several tasks waiting on it (kube-runtime's
-/// `DelayedInit` keeps one oneshot receiver, whose waker each poll replaces), and the Workload
-/// store is shared with a controller whose runner waits on it too. Awaited from both, the
+/// The kinds whose reflector has not finished its first list: each reflector adds its kind when it
+/// is made, and removes it at its first `InitDone`. Readiness is tracked here, not awaited from the
+/// stores: a store's `wait_until_ready` wakes only the last of several tasks waiting on it
+/// (kube-runtime's `DelayedInit` keeps one oneshot receiver, whose waker each poll replaces), and the
+/// Workload store is shared with a controller whose runner waits on it too. Awaited from both, the
 /// manager's "caches synced" could wait for ever, one start in a few: never ready, never admitting.
-#[derive(Clone)]
-pub(crate) struct Listed(Arc<tokio::sync::watch::Sender<BTreeSet<&'static str>>>);
-
-/// Nothing to wait for (caches built by hand, as tests do).
-impl Default for Listed {
-    fn default() -> Self {
-        Listed::new(&[])
-    }
-}
+#[derive(Clone, Default)]
+pub(crate) struct Listed(Arc<tokio::sync::watch::Sender<BTreeSet<String>>>);
 
 impl Listed {
-    fn new(kinds: &[&'static str]) -> Self {
-        Listed(Arc::new(tokio::sync::watch::Sender::new(
-            kinds.iter().copied().collect(),
-        )))
+    /// The watch callback's part for a reflector of `K`, whose kind is not listed until its first
+    /// `InitDone` (the store holds the list by then).
+    fn track<K: Resource<DynamicType = ()>>(
+        &self,
+    ) -> impl FnMut(Option<&watcher::Event<K>>) + Send + 'static {
+        let kind = K::kind(&()).into_owned();
+        self.0.send_modify(|s| {
+            s.insert(kind.clone());
+        });
+        let listed = self.0.clone();
+        move |ev| {
+            if matches!(ev, Some(watcher::Event::InitDone)) {
+                listed.send_if_modified(|s| s.remove(&kind));
+            }
+        }
     }
 
-    /// The watch callback's part: `kind` is listed at its first `InitDone` (the store holds the list by then).
-    fn on<K>(&self, kind: &'static str, ev: Option<&watcher::Event<K>>) {
-        if matches!(ev, Some(watcher::Event::InitDone)) {
-            self.0.send_if_modified(|s| s.remove(kind));
+    /// The kinds not listed yet.
+    fn pending(&self) -> Vec<String> {
+        self.0.borrow().iter().cloned().collect()
+    }
+
+    /// Resolves once every tracked kind is listed; every waiter is woken.
+    fn ready(&self) -> impl Future<Output = ()> + Send + 'static + use<> {
+        let mut rx = self.0.subscribe();
+        async move {
+            let _ = rx.wait_for(BTreeSet::is_empty).await;
         }
     }
 }
-
-const KINDS: [&str; 10] = [
-    "ClusterQueue",
-    "Cohort",
-    "ResourceFlavor",
-    "LocalQueue",
-    "Workload",
-    "Namespace",
-    "WorkloadPriorityClass",
-    "AdmissionCheck",
-    "Topology",
-    "Node",
-];
 
 /// Reflects `api` into a store and hands every watch event to `on` after the store took it, `None`
 /// for a watch error (logged; the watcher re-lists or resumes by itself). The one reflector loop of the
@@ -118,36 +115,31 @@ where
 
 /// A reflected store whose every change (or watch interruption) wakes the admission loop.
 fn reflect<K>(
-    api: Api<K>,
+    client: &Client,
     notify: Arc<Notify>,
-    listed: (&Listed, &'static str),
+    listed: &Listed,
     tasks: &mut Vec<tokio::task::JoinHandle<()>>,
 ) -> Store<K>
 where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
-    let (listed, kind) = (listed.0.clone(), listed.1);
-    reflect_each(api, tasks, move |ev| {
-        listed.on(kind, ev);
+    let mut listed = listed.track::<K>();
+    reflect_each(Api::all(client.clone()), tasks, move |ev| {
+        listed(ev);
         notify.notify_one();
     })
-}
-
-fn all<K: Resource<DynamicType = ()>>(client: &Client) -> Api<K> {
-    Api::all(client.clone())
 }
 
 impl Caches {
     /// Starts one watch per kind; the returned tasks run until aborted.
     pub fn start(client: &Client, notify: Arc<Notify>) -> (Caches, Vec<tokio::task::JoinHandle<()>>) {
         let mut tasks = Vec::new();
-        let unlisted = Listed::new(&KINDS);
+        let unlisted = Listed::default();
         let topology_changed = Arc::new(Notify::new());
         let topologies = {
-            let (wake, changed, listed) = (notify.clone(), topology_changed.clone(), unlisted.clone());
+            let (wake, changed, mut listed) = (notify.clone(), topology_changed.clone(), unlisted.track());
             reflect_each(Api::all(client.clone()), &mut tasks, move |ev| {
-                listed.on("Topology", ev);
+                listed(ev);
                 wake.notify_one();
                 changed.notify_one();
             })
@@ -155,9 +147,9 @@ impl Caches {
         let non_tas = NonTasUsage::default();
         let workload_events = WorkloadEvents::default();
         let workloads = {
-            let (wake, events, listed) = (notify.clone(), workload_events.clone(), unlisted.clone());
+            let (wake, events, mut listed) = (notify.clone(), workload_events.clone(), unlisted.track());
             reflect_each(Api::all(client.clone()), &mut tasks, move |ev| {
-                listed.on("Workload", ev);
+                listed(ev);
                 wake.notify_one();
                 if let Some(ev) = ev {
                     events.publish(ev);
@@ -172,36 +164,16 @@ impl Caches {
             notify.clone(),
         ));
         let caches = Caches {
-            cluster_queues: reflect(
-                all(client),
-                notify.clone(),
-                (&unlisted, "ClusterQueue"),
-                &mut tasks,
-            ),
-            cohorts: reflect(all(client), notify.clone(), (&unlisted, "Cohort"), &mut tasks),
-            flavors: reflect(
-                all(client),
-                notify.clone(),
-                (&unlisted, "ResourceFlavor"),
-                &mut tasks,
-            ),
-            local_queues: reflect(all(client), notify.clone(), (&unlisted, "LocalQueue"), &mut tasks),
+            cluster_queues: reflect(client, notify.clone(), &unlisted, &mut tasks),
+            cohorts: reflect(client, notify.clone(), &unlisted, &mut tasks),
+            flavors: reflect(client, notify.clone(), &unlisted, &mut tasks),
+            local_queues: reflect(client, notify.clone(), &unlisted, &mut tasks),
             workloads,
-            namespaces: reflect(all(client), notify.clone(), (&unlisted, "Namespace"), &mut tasks),
-            priority_classes: reflect(
-                all(client),
-                notify.clone(),
-                (&unlisted, "WorkloadPriorityClass"),
-                &mut tasks,
-            ),
-            admission_checks: reflect(
-                all(client),
-                notify.clone(),
-                (&unlisted, "AdmissionCheck"),
-                &mut tasks,
-            ),
+            namespaces: reflect(client, notify.clone(), &unlisted, &mut tasks),
+            priority_classes: reflect(client, notify.clone(), &unlisted, &mut tasks),
+            admission_checks: reflect(client, notify.clone(), &unlisted, &mut tasks),
             topologies,
-            nodes: reflect(all(client), notify, (&unlisted, "Node"), &mut tasks),
+            nodes: reflect(client, notify, &unlisted, &mut tasks),
             non_tas,
             workload_events,
             unlisted,
@@ -210,16 +182,13 @@ impl Caches {
     }
 
     /// The kinds whose cache has not listed them yet, for a log line while the manager waits.
-    pub fn unsynced(&self) -> Vec<&'static str> {
-        self.unlisted.0.borrow().iter().copied().collect()
+    pub fn unsynced(&self) -> Vec<String> {
+        self.unlisted.pending()
     }
 
     /// Resolves once every cache has listed its kind (or once every reflector and cache is gone).
     pub fn ready(&self) -> impl Future<Output = ()> + Send + 'static {
-        let mut rx = self.unlisted.0.subscribe();
-        async move {
-            let _ = rx.wait_for(BTreeSet::is_empty).await;
-        }
+        self.unlisted.ready()
     }
 
     pub fn snapshot(&self) -> Snapshot {
@@ -271,37 +240,34 @@ impl Caches {
 #[cfg(test)]
 mod tests {
     use futures::FutureExt;
+    use k8s_openapi::api::core::v1::ConfigMap;
 
     use super::*;
-
-    fn ready(l: &Listed) -> impl Future<Output = ()> + use<> {
-        let mut rx = l.0.subscribe();
-        async move {
-            let _ = rx.wait_for(BTreeSet::is_empty).await;
-        }
-    }
 
     // Ours: several tasks wait for the caches at once (the manager's readiness, the admission loop);
     // each is woken once the last kind is listed, where a store's own readiness wakes only the last
     // task that polled it.
     #[tokio::test]
     async fn every_waiter_wakes_once_the_last_kind_is_listed() {
-        let l = Listed::new(&["Workload", "Node"]);
-        let (a, b) = (tokio::spawn(ready(&l)), tokio::spawn(ready(&l)));
+        let l = Listed::default();
+        let (mut workloads, mut nodes) = (l.track::<Workload>(), l.track::<Node>());
+        let (a, b) = (tokio::spawn(l.ready()), tokio::spawn(l.ready()));
         tokio::task::yield_now().await;
-        l.on::<Node>("Workload", Some(&watcher::Event::Init));
-        l.on::<Node>("Workload", Some(&watcher::Event::InitDone));
-        l.on::<Node>("Node", None);
-        assert!(ready(&l).now_or_never().is_none(), "Node is not listed yet");
-        assert_eq!(l.0.borrow().iter().copied().collect::<Vec<_>>(), ["Node"]);
-        l.on::<Node>("Node", Some(&watcher::Event::InitDone));
+        workloads(Some(&watcher::Event::Init));
+        workloads(Some(&watcher::Event::InitDone));
+        nodes(None);
+        // Another kind's events do not list this one.
+        l.track::<ConfigMap>()(Some(&watcher::Event::InitDone));
+        assert!(l.ready().now_or_never().is_none(), "Node is not listed yet");
+        assert_eq!(l.pending(), ["Node"]);
+        nodes(Some(&watcher::Event::InitDone));
         let both = tokio::time::timeout(std::time::Duration::from_secs(5), async {
             a.await.unwrap();
             b.await.unwrap();
         });
         assert!(both.await.is_ok(), "both waiters woke");
         // A re-list after a watch error changes nothing: listed once is listed.
-        l.on::<Node>("Node", Some(&watcher::Event::InitDone));
-        assert!(ready(&l).now_or_never().is_some());
+        nodes(Some(&watcher::Event::InitDone));
+        assert!(l.ready().now_or_never().is_some());
     }
 }
