@@ -577,7 +577,8 @@ impl AdmissionCore {
     }
 
     /// Applies a scale-down of an admitted workload in place, keeping its flavors, and frees the
-    /// difference at once. Growth is refused: it needs a new slice.
+    /// quota difference at once; its topology placement stays counted whole. Growth is refused: it
+    /// needs a new slice.
     pub fn shrink_admitted(&mut self, w: WorkloadModel) -> Result<Admission, QueueError> {
         Self::validate_workload(&w)?;
         let Some(a) = self.admitted.get(&w.key) else {
@@ -598,10 +599,10 @@ impl AdmissionCore {
             let mut psa = super::model::PodSetAssignment {
                 name: ps.name.clone(),
                 count: ps.count,
-                // Its pods stay where they are: the placement keeps its first `count` pods.
-                topology: old_ps
-                    .and_then(|p| p.topology.as_ref())
-                    .map(|t| t.truncated(ps.count)),
+                // As Kueue, the whole placement stays counted (`status.admission` is immutable):
+                // which pods the job deletes is its own choice, so no domain is freed on a guess
+                // that could put new pods on a node still running the old ones.
+                topology: old_ps.and_then(|p| p.topology.clone()),
                 ..Default::default()
             };
             for r in ps.requests.keys() {

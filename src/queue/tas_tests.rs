@@ -522,6 +522,37 @@ mod core {
         );
     }
 
+    /// Kueue's TAS usage of an admitted workload is its `status.admission` topology assignment,
+    /// immutable, so an in-place scale-down (`tas_flavor_snapshot.go` counting usage from the
+    /// admission) frees quota but no domain: which pods the job deletes is its own choice.
+    #[test]
+    fn an_in_place_scale_down_keeps_its_domains_counted() {
+        let mut c = core(default_nodes());
+        c.add_workload(wl("a", 3, required(RACK))).unwrap();
+        c.add_workload(wl("c", 2, required(RACK)).at(1)).unwrap();
+        let res = c.schedule_cycle(1);
+        assert_eq!(res.admissions.len(), 2, "{res:?}");
+        // a holds b1/r2 (3 CPU), c holds b2/r2 (2 CPU). a scales down to one pod in place.
+        let a = c.shrink_admitted(wl("a", 1, required(RACK))).unwrap();
+        assert_eq!(a.pod_set_assignments[0].count, 1);
+        let kept = a.pod_set_assignments[0].topology.clone().unwrap();
+        assert_eq!(
+            kept.domains,
+            vec![DomainAssignment {
+                values: levels(&["b1", "r2"]),
+                count: 3
+            }]
+        );
+        // Two pods needing one rack: b1/r2 is still held whole, so nothing fits.
+        c.add_workload(wl("b", 2, required(RACK)).at(2)).unwrap();
+        let res = c.schedule_cycle(2);
+        assert!(res.admissions.is_empty(), "{res:?}");
+        // Once a is gone, its rack is free.
+        c.release(&WorkloadKey::new("ns", "a"));
+        let res = c.schedule_cycle(3);
+        assert_eq!(res.admissions.len(), 1, "{res:?}");
+    }
+
     /// `explain` names the domains: where a pending podset would go, or Kueue's reason it fits none
     /// and the racks with most room (b1/r2 holds 3 CPU, b2/r2 2, the others 1; pods of 1 CPU).
     #[test]
