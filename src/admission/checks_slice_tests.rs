@@ -137,3 +137,71 @@ fn a_replaced_slice_being_deleted_is_not_counted_beside_its_replacement() {
     st.step(&snapshot(vec![check], vec![old, new]), t(2).as_millisecond());
     assert_eq!(cpu(&st), (1, 3000, 0), "not 5 CPU of 4 by two workloads");
 }
+
+/// `old_and_scale_up`'s two Workloads owned (as controller) by jobs of the given UIDs.
+fn owned_by(mut w: Workload, uid: &str) -> Workload {
+    w.metadata.owner_references = Some(vec![
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            api_version: "ray.io/v1".into(),
+            kind: "RayCluster".into(),
+            name: format!("job-{uid}"),
+            uid: uid.into(),
+            controller: Some(true),
+            ..Default::default()
+        },
+    ]);
+    w
+}
+
+/// Ours (hostile edits): a Workload naming another job's admitted slice in
+/// `workload-slice-replacement-for` takes none of its quota and never finishes it. As a workload of
+/// its own its 3 CPU do not fit beside the 2 the named slice holds (4 CPU of quota), so it waits,
+/// and once something admits it anyway the named slice stays counted and running.
+#[test]
+fn a_replacement_naming_another_jobs_slice_is_a_workload_of_its_own() {
+    let check = admission_check("check1", "ctrl", true);
+    let (old, new) = old_and_scale_up();
+    let old = owned_by(old, "job-a");
+    let hostile = owned_by(new.clone(), "job-b");
+    let mut st = AdmissionState::new();
+    let actions = st.step(
+        &snapshot(vec![check.clone()], vec![old.clone(), hostile]),
+        t(0).as_millisecond(),
+    );
+    assert!(
+        !actions
+            .iter()
+            .any(|a| matches!(a, Action::Admit { .. } | Action::FinishSlice { .. })),
+        "{actions:?}"
+    );
+    // The same slice from the same job replaces it (the quota of the two is counted once).
+    let own = owned_by(new, "job-a");
+    let mut st = AdmissionState::new();
+    let actions = st.step(
+        &snapshot(vec![check.clone()], vec![old.clone(), own]),
+        t(0).as_millisecond(),
+    );
+    assert!(
+        actions.iter().any(|a| matches!(a, Action::Admit { .. })),
+        "{actions:?}"
+    );
+    // Admitted by someone else's hand: the named slice is not finished.
+    let mut admitted = Workload::build("new", "default")
+        .queue("lq")
+        .podset("main", 1, [("cpu", "1")])
+        .annotation(
+            crate::api::kueue::constants::label::WORKLOAD_SLICE_REPLACEMENT_FOR,
+            "default/old",
+        )
+        .reserve_quota("cq", "default")
+        .admitted()
+        .build();
+    admitted.metadata.resource_version = Some("1".into());
+    let admitted = owned_by(admitted, "job-b");
+    let mut st = AdmissionState::new();
+    let actions = st.step(&snapshot(vec![check], vec![old, admitted]), t(0).as_millisecond());
+    assert!(
+        !actions.iter().any(|a| matches!(a, Action::FinishSlice { .. })),
+        "{actions:?}"
+    );
+}

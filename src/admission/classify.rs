@@ -11,7 +11,7 @@ use super::admission_fair_sharing::penalty_home;
 use super::checks::{self, QueueChecks, Verdict};
 use super::conditions::{EvictedBy, EvictionCause, controller_owner, is_active, is_evicted, status_of};
 use super::snapshot::{Snapshot, key_of};
-use crate::admission::slices::replacement_for;
+use crate::admission::slices::{genuine_replacement, replacement_for};
 use crate::api::kueue::constants::RESOURCE_IN_USE_FINALIZER;
 use crate::api::kueue::constants::condition;
 use crate::api::kueue::{LocalQueue, StopPolicy, Workload, WorkloadStatus};
@@ -89,11 +89,39 @@ impl<'a> View<'a> {
                 ((ns, lq.metadata.name.as_deref().unwrap_or_default()), lq.as_ref())
             })
             .collect();
-        let replaced = snap
+        let replacing: Vec<(WorkloadKey, &Workload)> = snap
             .workloads
             .iter()
             .filter(|w| w.admission().is_some() && w.has_quota_reservation() && !w.is_finished())
-            .filter_map(|w| Some((replacement_for(w)?, (key_of(w), w.is_admitted()))))
+            .filter_map(|w| Some((replacement_for(w)?, w.as_ref())))
+            .collect();
+        // Only a slice of the same job is replaced (`genuine_replacement`); the index of the
+        // snapshot is built only while some slice replaces another.
+        let by_key: HashMap<(&str, &str), &Workload> = if replacing.is_empty() {
+            HashMap::new()
+        } else {
+            snap.workloads
+                .iter()
+                .map(|w| {
+                    let m = &w.metadata;
+                    (
+                        (
+                            m.namespace.as_deref().unwrap_or_default(),
+                            m.name.as_deref().unwrap_or_default(),
+                        ),
+                        w.as_ref(),
+                    )
+                })
+                .collect()
+        };
+        let replaced = replacing
+            .into_iter()
+            .filter(|(k, w)| {
+                by_key
+                    .get(&(k.namespace.as_str(), k.name.as_str()))
+                    .is_some_and(|r| genuine_replacement(w, r))
+            })
+            .map(|(k, w)| (k, (key_of(w), w.is_admitted())))
             .collect();
         let queue_checks = snap
             .cluster_queues

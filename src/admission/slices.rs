@@ -7,6 +7,8 @@ use crate::api::kueue::Workload;
 use crate::api::kueue::constants::{condition, label};
 use crate::queue::WorkloadKey;
 
+use super::conditions::controller_owner;
+
 /// `kueue.x-k8s.io/workload-slice-replacement-for: <ns>/<name>` of a scale-up slice: the slice it replaces.
 pub fn replacement_for(wl: &Workload) -> Option<WorkloadKey> {
     let v = wl
@@ -20,26 +22,34 @@ pub fn replacement_for(wl: &Workload) -> Option<WorkloadKey> {
     })
 }
 
-/// Whether `wl`'s podsets may name pods already running (`quotagate.io/topology-running`), which
-/// placement counts where they are without looking for room: only a slice that replaces the
-/// workload it names, `replaced`, of the same job (the same controller owner), while that one holds
-/// quota, is not being evicted, and was placed in a TAS flavor. Anything else may carry the
-/// annotation (anyone may write it) but claims no room with it.
-pub fn may_name_running(wl: &Workload, replaced: Option<&Workload>) -> bool {
-    let (Some(key), Some(r)) = (replacement_for(wl), replaced) else {
+/// Whether `replaced` is the slice `wl` says it replaces, and a slice of the same job: named by the
+/// annotation, in `wl`'s namespace, with the same controller owner (or neither has one). Anyone who
+/// may create a Workload may write the annotation; a replacement takes over the quota of the slice
+/// it replaces and finishes it once admitted, so one that names another job's Workload (or one in
+/// another namespace) is taken as a workload of its own, at its full size, and the named one is left
+/// alone. (Kueue takes the annotation as written; its job controllers are the only writers it
+/// expects.)
+pub fn genuine_replacement(wl: &Workload, replaced: &Workload) -> bool {
+    let Some(key) = replacement_for(wl) else {
         return false;
     };
-    let named = r.metadata.namespace.as_deref() == Some(key.namespace.as_str())
-        && r.metadata.name.as_deref() == Some(key.name.as_str());
-    let owner = |w: &Workload| {
-        w.metadata
-            .owner_references
-            .iter()
-            .flatten()
-            .find(|o| o.controller == Some(true) && !o.uid.is_empty())
-            .map(|o| o.uid.clone())
+    let named = replaced.metadata.namespace.as_deref() == Some(key.namespace.as_str())
+        && replaced.metadata.name.as_deref() == Some(key.name.as_str());
+    let same_namespace = wl.metadata.namespace == replaced.metadata.namespace;
+    let owner = |w| controller_owner(w).map(|o| o.uid.as_str());
+    named && same_namespace && owner(wl) == owner(replaced)
+}
+
+/// Whether `wl`'s podsets may name pods already running (`quotagate.io/topology-running`), which
+/// placement counts where they are without looking for room: only a genuine replacement
+/// (`genuine_replacement`) of a job's slice, `replaced`, while that one holds quota, is not being
+/// evicted, and was placed in a TAS flavor. Anything else may carry the annotation (anyone may
+/// write it) but claims no room with it.
+pub fn may_name_running(wl: &Workload, replaced: Option<&Workload>) -> bool {
+    let Some(r) = replaced else {
+        return false;
     };
-    let same_job = owner(wl).is_some_and(|u| owner(r) == Some(u));
+    let of_a_job = controller_owner(r).is_some_and(|o| !o.uid.is_empty());
     let placed = r.has_quota_reservation()
         && !r.is_finished()
         && !is_evicted(r)
@@ -48,7 +58,7 @@ pub fn may_name_running(wl: &Workload, replaced: Option<&Workload>) -> bool {
                 .iter()
                 .any(|p| p.topology_assignment.is_some())
         });
-    named && same_job && placed
+    genuine_replacement(wl, r) && of_a_job && placed
 }
 
 /// An eviction is in progress: Evicted=True while quota is still reserved.
@@ -281,5 +291,51 @@ mod tests {
             !may_name_running(&replacement("ns/old", "job-1"), Some(&pending)),
             "replaced slice holds no quota"
         );
+    }
+
+    // Ours (hostile edits): a replacement takes over the quota of the slice it names only when that
+    // one is a slice of the same job, in its namespace.
+    #[test]
+    fn only_a_slice_of_the_same_job_in_its_namespace_is_replaced() {
+        let old = serving(false);
+        assert!(genuine_replacement(&replacement("ns/old", "job-1"), &old));
+        let mut elsewhere = old.clone();
+        elsewhere.metadata.namespace = Some("other".into());
+        let bare = |w: &Workload| {
+            let mut w = w.clone();
+            w.metadata.owner_references = None;
+            w
+        };
+        let cases = [
+            ("another job's slice", replacement("ns/old", "job-2"), old.clone()),
+            (
+                "names another slice",
+                replacement("ns/other", "job-1"),
+                old.clone(),
+            ),
+            (
+                "in another namespace",
+                replacement("other/old", "job-1"),
+                elsewhere,
+            ),
+            (
+                "no owner, the named one owned",
+                bare(&replacement("ns/old", "job-1")),
+                old.clone(),
+            ),
+            (
+                "not a replacement",
+                owned_by(Workload::build("new", "ns").build(), "job-1"),
+                old.clone(),
+            ),
+        ];
+        for (name, wl, replaced) in cases {
+            assert!(!genuine_replacement(&wl, &replaced), "{name}");
+        }
+        // Two Workloads created by hand, neither owned: the user's own chain.
+        assert!(genuine_replacement(
+            &bare(&replacement("ns/old", "job-1")),
+            &bare(&old)
+        ));
     }
 }

@@ -9,7 +9,7 @@ use super::classify::{Class, Seen};
 use super::conditions::{EvictionCause, is_evicted};
 use super::explanations::Explanations;
 use super::pods_ready;
-use super::slices::{counted_pods, may_name_running};
+use super::slices::{counted_pods, genuine_replacement, may_name_running};
 use super::snapshot::rv;
 use super::snapshot::{Snapshot, key_of};
 use super::unchanged::Unchanged;
@@ -34,13 +34,18 @@ struct Reserved {
 fn model(wl: &Workload, cluster_queue: &str, snap: &Snapshot) -> Result<WorkloadModel, QueueError> {
     let labels = namespace_labels(snap, wl.metadata.namespace.as_deref().unwrap_or_default());
     let mut m = convert::workload_model(wl, cluster_queue, labels)?;
-    // Running pods are counted where they are, unchecked: only a real replacement may name them.
-    if m.podsets.iter().any(|ps| ps.running.is_some()) {
-        let replaced = m
-            .replacement_for
-            .as_ref()
-            .and_then(|k| snap.workloads.iter().find(|w| key_of(w) == *k));
-        if !may_name_running(wl, replaced.map(|w| w.as_ref())) {
+    if let Some(k) = m.replacement_for.clone() {
+        let replaced = snap.workloads.iter().find(|w| key_of(w) == k).map(|w| w.as_ref());
+        // A slice of another job (or of none the API shows) is not replaced: this one is a
+        // workload of its own, at its full size.
+        if !replaced.is_some_and(|r| genuine_replacement(wl, r)) {
+            if replaced.is_some() {
+                tracing::debug!(workload = %m.key, replaces = %k, "not a slice of the same job; taken as a workload of its own");
+            }
+            m.replacement_for = None;
+        }
+        // Running pods are counted where they are, unchecked: only a real replacement may name them.
+        if !may_name_running(wl, replaced) {
             m.podsets.iter_mut().for_each(|ps| ps.running = None);
         }
     }
