@@ -54,5 +54,6 @@ mod stall;
 mod support;
 mod tas;
 mod tas_rayservice;
+mod tas_sample;
 mod upgrade_failures;
 mod visibility;
