@@ -7,8 +7,6 @@ use crate::api::kueue::Workload;
 use crate::api::kueue::constants::{condition, label};
 use crate::queue::WorkloadKey;
 
-use super::conditions::controller_owner;
-
 /// `kueue.x-k8s.io/workload-slice-replacement-for: <ns>/<name>` of a scale-up slice: the slice it replaces.
 pub fn replacement_for(wl: &Workload) -> Option<WorkloadKey> {
     let v = wl
@@ -20,6 +18,17 @@ pub fn replacement_for(wl: &Workload) -> Option<WorkloadKey> {
         Some((ns, n)) => WorkloadKey::new(ns, n),
         None => WorkloadKey::new(wl.metadata.namespace.clone().unwrap_or_default(), v.clone()),
     })
+}
+
+/// The UID of `wl`'s controller owner, its job. (`conditions::controller_owner` reads the same,
+/// but that module imports this one.)
+fn job_of(wl: &Workload) -> Option<&str> {
+    wl.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true))
+        .map(|o| o.uid.as_str())
 }
 
 /// Whether `replaced` is the slice `wl` says it replaces, and a slice of the same job: named by the
@@ -36,8 +45,7 @@ pub fn genuine_replacement(wl: &Workload, replaced: &Workload) -> bool {
     let named = replaced.metadata.namespace.as_deref() == Some(key.namespace.as_str())
         && replaced.metadata.name.as_deref() == Some(key.name.as_str());
     let same_namespace = wl.metadata.namespace == replaced.metadata.namespace;
-    let owner = |w| controller_owner(w).map(|o| o.uid.as_str());
-    named && same_namespace && owner(wl) == owner(replaced)
+    named && same_namespace && job_of(wl) == job_of(replaced)
 }
 
 /// Whether `wl`'s podsets may name pods already running (`quotagate.io/topology-running`), which
@@ -49,7 +57,7 @@ pub fn may_name_running(wl: &Workload, replaced: Option<&Workload>) -> bool {
     let Some(r) = replaced else {
         return false;
     };
-    let of_a_job = controller_owner(r).is_some_and(|o| !o.uid.is_empty());
+    let of_a_job = job_of(r).is_some_and(|uid| !uid.is_empty());
     let placed = r.has_quota_reservation()
         && !r.is_finished()
         && !is_evicted(r)

@@ -229,11 +229,12 @@ async fn racks_of_nodes(c: &Cluster) -> std::collections::BTreeMap<String, Strin
         .collect()
 }
 
-/// The racks the bound pods selected by `selector` run in, once `want` of them are bound.
+/// The racks the bound pods selected by `selector` run in, once `want` of them are bound. The
+/// nodes are read after the pods: the node agent registers its nodes in the background, and a map
+/// read before a pod's node was registered named it "no rack" (seen in a CI rehearsal).
 async fn racks_of(c: &Cluster, selector: &str, want: usize) -> BTreeSet<String> {
-    let by_node = racks_of_nodes(c).await;
     let pods: Api<Pod> = Api::namespaced(c.client.clone(), NS);
-    poll(c, &format!("{want} bound pods of {selector}"), || async {
+    let bound = poll(c, &format!("{want} bound pods of {selector}"), || async {
         let bound: Vec<String> = pods
             .list(&ListParams::default().labels(selector))
             .await
@@ -243,14 +244,14 @@ async fn racks_of(c: &Cluster, selector: &str, want: usize) -> BTreeSet<String> 
             .filter(|p| p.metadata.deletion_timestamp.is_none())
             .filter_map(|p| p.spec?.node_name)
             .collect();
-        (bound.len() == want).then(|| {
-            bound
-                .iter()
-                .map(|n| by_node.get(n).cloned().unwrap_or_else(|| format!("no rack: {n}")))
-                .collect()
-        })
+        (bound.len() == want).then_some(bound)
     })
-    .await
+    .await;
+    let by_node = racks_of_nodes(c).await;
+    bound
+        .iter()
+        .map(|n| by_node.get(n).cloned().unwrap_or_else(|| format!("no rack: {n}")))
+        .collect()
 }
 
 fn message_of(
