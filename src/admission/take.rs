@@ -11,7 +11,7 @@ use super::explanations::Explanations;
 use super::pods_ready;
 use super::slices::{counted_pods, genuine_replacement, may_name_running};
 use super::snapshot::rv;
-use super::snapshot::{Snapshot, key_of};
+use super::snapshot::Snapshot;
 use super::unchanged::Unchanged;
 use super::unconfirmed::Unconfirmed;
 use crate::api::conditions::TRUE;
@@ -35,7 +35,14 @@ fn model(wl: &Workload, cluster_queue: &str, snap: &Snapshot) -> Result<Workload
     let labels = namespace_labels(snap, wl.metadata.namespace.as_deref().unwrap_or_default());
     let mut m = convert::workload_model(wl, cluster_queue, labels)?;
     if let Some(k) = m.replacement_for.clone() {
-        let replaced = snap.workloads.iter().find(|w| key_of(w) == k).map(|w| w.as_ref());
+        let replaced = snap
+            .workloads
+            .iter()
+            .find(|w| {
+                w.metadata.namespace.as_deref() == Some(k.namespace.as_str())
+                    && w.metadata.name.as_deref() == Some(k.name.as_str())
+            })
+            .map(|w| w.as_ref());
         // A slice of another job (or of none the API shows) is not replaced: this one is a
         // workload of its own, at its full size.
         if !replaced.is_some_and(|r| genuine_replacement(wl, r)) {
