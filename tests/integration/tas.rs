@@ -36,10 +36,24 @@ fn job(name: &str, pods: i32, command: &str) -> Job {
     .unwrap()
 }
 
-async fn workload_of(c: &Cluster, name: &str) -> String {
+/// The Workload name of the batch Job `name` in `default`.
+pub(crate) async fn workload_of(c: &Cluster, name: &str) -> String {
     let jobs: Api<Job> = Api::namespaced(c.client.clone(), "default");
     let stored = jobs.get(name).await.unwrap();
     workload_name_for_job(&BatchJob::new(stored), NameLength::Long).unwrap()
+}
+
+/// Waits for Workload `name` to be pending with QuotaReserved=False naming the topology.
+pub(crate) async fn pending_on_topology(wls: &Api<Workload>, name: &str) -> Workload {
+    wait_for(
+        wls,
+        name,
+        "pending with a reason naming the topology",
+        |w: &Workload| {
+            condition(w, "QuotaReserved").is_some_and(|(s, _, m)| s == "False" && m.contains("topology"))
+        },
+    )
+    .await
 }
 
 /// A cluster with rack-a (two nodes of 2 cpu) and rack-b (one node of 2 cpu), all in the flavor's
@@ -210,10 +224,7 @@ async fn a_required_rack_lands_in_one_rack_or_waits_naming_why() {
         .await
         .unwrap();
     let next = workload_of(&c, "next").await;
-    let wl = wait_for(&wls, &next, "pending with a reason", |w: &Workload| {
-        condition(w, "QuotaReserved").is_some_and(|(s, _, m)| s == "False" && m.contains("topology"))
-    })
-    .await;
+    let wl = pending_on_topology(&wls, &next).await;
     let (_, reason, message) = condition(&wl, "QuotaReserved").unwrap();
     assert_eq!(reason, "Pending");
     assert_eq!(
@@ -468,10 +479,7 @@ async fn a_non_tas_pod_takes_its_nodes_room_until_it_is_gone() {
         .await
         .unwrap();
     let three = workload_of(&c, "three").await;
-    let wl = wait_for(&wls, &three, "pending with a reason", |w: &Workload| {
-        condition(w, "QuotaReserved").is_some_and(|(s, _, m)| s == "False" && m.contains("topology"))
-    })
-    .await;
+    let wl = pending_on_topology(&wls, &three).await;
     let (_, _, message) = condition(&wl, "QuotaReserved").unwrap();
     assert!(
         message.contains(r#"topology "default" allows to fit only 2 out of 3 pod(s)"#),

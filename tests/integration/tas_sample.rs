@@ -11,11 +11,9 @@ use quotagate::api::kueue::constants::label;
 use quotagate::api::kueue::tas::{REQUIRED_TOPOLOGY, decode_assignment};
 use quotagate::api::kueue::{ClusterQueue, LocalQueue, ResourceFlavor, Topology, Workload};
 use quotagate::embedded::sim::{self, SimConfig, node, nodes};
-use quotagate::jobframework::names::NameLength;
-use quotagate::jobframework::workload::workload_name_for_job;
-use quotagate::jobs::batch::BatchJob;
 
 use crate::support::*;
+use crate::tas::{pending_on_topology, workload_of};
 
 const RACK: &str = "cloud.provider.com/topology-rack";
 
@@ -89,12 +87,6 @@ fn gpu_job(name: &str, pods: i32, command: &str) -> Job {
     .unwrap()
 }
 
-async fn workload_of(c: &Cluster, name: &str) -> String {
-    let jobs: Api<Job> = Api::namespaced(c.client.clone(), "default");
-    let stored = jobs.get(name).await.unwrap();
-    workload_name_for_job(&BatchJob::new(stored), NameLength::Long).unwrap()
-}
-
 /// One block: rack r1 with two nodes of 4 GPUs, rack r2 with one; every node in the sample's node
 /// group.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -164,10 +156,7 @@ async fn kueues_tas_sample_applies_unchanged_and_places_by_rack() {
         .await
         .unwrap();
     let next = workload_of(&c, "next").await;
-    let wl = wait_for(&wls, &next, "pending naming the topology", |w: &Workload| {
-        condition(w, "QuotaReserved").is_some_and(|(s, _, m)| s == "False" && m.contains("topology"))
-    })
-    .await;
+    let wl = pending_on_topology(&wls, &next).await;
     let (_, _, message) = condition(&wl, "QuotaReserved").unwrap();
     assert!(
         message.contains(r#"topology "default" allows to fit only 1 out of 2 pod(s)"#),
