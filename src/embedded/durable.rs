@@ -63,7 +63,8 @@ pub enum Op {
         key: ResourceKey,
         ns: String,
         name: String,
-        object: Arc<Value>,
+        /// The object as compact JSON, as the store holds it.
+        object: Arc<[u8]>,
         rv: u64,
     },
     Delete {
@@ -349,7 +350,6 @@ fn commit(db: &Database, batch: &[Op]) -> Result<u64, String> {
                     object,
                     ..
                 } => {
-                    let bytes = serde_json::to_vec(&**object).map_err(|e| e.to_string())?;
                     objects
                         .insert(
                             (
@@ -358,7 +358,7 @@ fn commit(db: &Database, batch: &[Op]) -> Result<u64, String> {
                                 ns.as_str(),
                                 name.as_str(),
                             ),
-                            bytes.as_slice(),
+                            &object[..],
                         )
                         .map_err(|e| e.to_string())?;
                 }

@@ -56,6 +56,7 @@ pub mod serviceaccount;
 pub mod sim;
 mod socket;
 pub mod store;
+mod stored;
 pub mod table;
 pub mod validation;
 pub mod watch;

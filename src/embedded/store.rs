@@ -14,6 +14,7 @@ use super::prune;
 use super::registry::{ResourceInfo, ResourceKey};
 use super::selector::{FieldSelector, LabelSelector};
 use super::service_alloc;
+use super::stored::{self, Stored, owner_uids};
 use base64::Engine;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -44,57 +45,37 @@ pub struct WatchEvent {
     pub key: ResourceKey,
     pub type_: EventType,
     pub object: Arc<Value>,
-    /// The object before a MODIFIED: lets a filtered watch turn "stopped matching" into DELETED.
-    pub previous: Option<Arc<Value>>,
+    /// The object before a MODIFIED, as compact JSON: lets a filtered watch turn "stopped matching"
+    /// into DELETED (parsed only by a watch with a selector).
+    pub previous: Option<Arc<[u8]>>,
     /// The object's size as compact JSON.
     pub bytes: usize,
 }
 
-/// An event kept for watch replay. While its object is the stored version it shares the store's
-/// `Arc` (no copy); once that version is replaced or deleted ([`Inner::retire`]) it keeps the compact
-/// JSON instead (a parsed pod takes about ten times its JSON), parsed again when a watch replays it.
-/// The object a MODIFIED replaced is that JSON too, shared with the earlier event when it is retained.
+/// An event kept for watch replay: its object's compact JSON, shared with the store while that is
+/// the stored version (`stored.rs`), parsed again when a watch replays it. The object a MODIFIED
+/// replaced is that JSON too, shared with the earlier event when it is retained.
 struct Retained {
     rv: u64,
     key: ResourceKey,
     type_: EventType,
-    object: Held,
+    object: Arc<[u8]>,
     previous: Option<Arc<[u8]>>,
     /// What the history's byte bound counts: the object's and the previous object's compact JSON.
     bytes: usize,
 }
 
-enum Held {
-    Stored(Arc<Value>),
-    Json(Arc<[u8]>),
-}
-
-/// A version a write replaced, with its JSON when the history already had it.
-type Replaced = (Arc<Value>, Option<Arc<[u8]>>);
-
-fn to_json(v: &Value) -> Arc<[u8]> {
-    serde_json::to_vec(v).unwrap_or_default().into()
-}
-
 impl Retained {
-    /// The event as a watch sends it (None only if the bytes were not JSON, which they always are).
-    fn event(&self) -> Option<Arc<WatchEvent>> {
-        let object = match &self.object {
-            Held::Stored(v) => v.clone(),
-            Held::Json(b) => Arc::new(serde_json::from_slice::<Value>(b).ok()?),
-        };
-        let previous = match &self.previous {
-            Some(p) => Some(Arc::new(serde_json::from_slice::<Value>(p).ok()?)),
-            None => None,
-        };
-        Some(Arc::new(WatchEvent {
+    /// The event as a watch sends it.
+    fn event(&self) -> Arc<WatchEvent> {
+        Arc::new(WatchEvent {
             rv: self.rv,
             key: self.key.clone(),
             type_: self.type_,
-            object,
-            previous,
-            bytes: self.bytes,
-        }))
+            object: Arc::new(stored::parse(&self.object)),
+            previous: self.previous.clone(),
+            bytes: self.object.len(),
+        })
     }
 }
 
@@ -171,7 +152,7 @@ pub struct StoreConfig {
     /// of objects alone did before previous objects were counted.
     pub history_bytes: usize,
     /// The storage quota (`--storage-quota`): bytes of memory the stored objects hold
-    /// ([`held_bytes`]: parsed JSON, about ten times a pod's compact JSON) past which a write that
+    /// ([`Stored::held`]: an object's compact JSON and its index entries) past which a write that
     /// grows the store is refused, as etcd refuses writes past `--quota-backend-bytes`
     /// ("etcdserver: mvcc: database space exceeded"); reads, watches, deletes and writes that shrink
     /// keep working, and deleting below it resumes writes. etcd's default is 2 GiB on disk; ours is
@@ -204,7 +185,7 @@ fn space_exceeded() -> ApiError {
 /// The largest object the store keeps, as compact JSON: etcd's default request limit (1.5 MiB).
 pub const MAX_OBJECT_BYTES: usize = 1536 * 1024;
 
-pub use super::limits::{held_bytes, json_len};
+pub use super::limits::json_len;
 
 /// 413 for an object over [`MAX_OBJECT_BYTES`], naming its size; the size otherwise.
 fn sized(info: &ResourceInfo, obj: &Value) -> Result<usize, ApiError> {
@@ -246,7 +227,7 @@ type ObjKey = (ResourceKey, String, String);
 
 struct Inner {
     rv: u64,
-    objects: HashMap<ResourceKey, BTreeMap<(String, String), Arc<Value>>>,
+    objects: HashMap<ResourceKey, BTreeMap<(String, String), Stored>>,
     by_uid: HashMap<String, ObjKey>,
     dependents: HashMap<String, BTreeSet<ObjKey>>,
     history: VecDeque<Retained>,
@@ -258,7 +239,7 @@ struct Inner {
     tx: broadcast::Sender<Arc<WatchEvent>>,
     /// With `--data-dir`: where every committed change is recorded, in RV order.
     durable: Option<Arc<Durable>>,
-    /// Heap bytes the stored objects hold ([`held_bytes`]), against `quota_bytes`.
+    /// Heap bytes the stored objects hold ([`Stored::held`]), against `quota_bytes`.
     stored_bytes: usize,
     quota_bytes: usize,
     /// Whether the quota refused a write since the store was last below it (one log line per episode).
@@ -367,9 +348,8 @@ fn ns_key() -> ResourceKey {
 /// there.
 fn job_namespace(inner: &Inner, ns: &str) -> JobNamespace {
     let labels = inner
-        .lookup(&ns_key(), "", ns)
-        .and_then(|n| n.pointer("/metadata/labels"))
-        .and_then(|l| serde_json::from_value(l.clone()).ok())
+        .stored(&ns_key(), "", ns)
+        .map(Stored::labels)
         .unwrap_or_default();
     let lq = ResourceKey {
         group: "kueue.x-k8s.io".into(),
@@ -377,19 +357,8 @@ fn job_namespace(inner: &Inner, ns: &str) -> JobNamespace {
     };
     JobNamespace {
         labels,
-        default_queue: inner.lookup(&lq, ns, DEFAULT_LOCAL_QUEUE_NAME).is_some(),
+        default_queue: inner.exists(&lq, ns, DEFAULT_LOCAL_QUEUE_NAME),
     }
-}
-
-fn owner_uids(obj: &Value) -> Vec<String> {
-    obj.pointer("/metadata/ownerReferences")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|r| r.get("uid").and_then(Value::as_str).map(String::from))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 fn is_service(info: &ResourceInfo) -> bool {
@@ -397,79 +366,64 @@ fn is_service(info: &ResourceInfo) -> bool {
 }
 
 impl Inner {
-    /// The addresses and node ports the stored Services hold, but `except`'s.
-    fn services_taken(&self, except: Option<&Arc<Value>>) -> service_alloc::Taken {
+    /// The addresses and node ports the stored Services hold, but the one at `except` (namespace,
+    /// name).
+    fn services_taken(&self, except: Option<(&str, &str)>) -> service_alloc::Taken {
         let key = ResourceKey {
             group: String::new(),
             plural: "services".into(),
         };
-        let services = self.objects.get(&key).into_iter().flat_map(|m| m.values());
-        service_alloc::Taken::of(
-            services
-                .filter(|s| except.is_none_or(|e| !Arc::ptr_eq(s, e)))
-                .map(|s| &**s),
-        )
+        let services: Vec<Arc<Value>> = self
+            .objects
+            .get(&key)
+            .into_iter()
+            .flat_map(|m| m.iter())
+            .filter(|((ns, name), _)| except.is_none_or(|(ens, en)| ns != ens || name != en))
+            .map(|(_, s)| s.value())
+            .collect();
+        service_alloc::Taken::of(services.iter().map(|s| &**s))
     }
 
-    fn lookup(&self, key: &ResourceKey, ns: &str, name: &str) -> Option<&Arc<Value>> {
+    fn stored(&self, key: &ResourceKey, ns: &str, name: &str) -> Option<&Stored> {
         self.objects
             .get(key)
             .and_then(|m| m.get(&(ns.to_string(), name.to_string())))
     }
 
-    /// The stored version `old` is being replaced or deleted: its retained event (the one at its RV)
-    /// keeps its JSON instead of sharing it, and the JSON is returned (for the next event's previous
-    /// object); None when that event is no longer retained (or the object was loaded from disk).
-    fn retire(&mut self, old: &Arc<Value>) -> Option<Arc<[u8]>> {
-        let rv: u64 = meta_str(old, "resourceVersion").parse().ok()?;
-        let i = self.history.partition_point(|e| e.rv < rv);
-        let e = self.history.get_mut(i).filter(|e| e.rv == rv)?;
-        match &e.object {
-            Held::Stored(v) if Arc::ptr_eq(v, old) => {
-                let json = to_json(old);
-                e.object = Held::Json(json.clone());
-                Some(json)
-            }
-            Held::Json(b) => Some(b.clone()),
-            Held::Stored(_) => None,
-        }
+    fn exists(&self, key: &ResourceKey, ns: &str, name: &str) -> bool {
+        self.stored(key, ns, name).is_some()
     }
 
-    /// Emits an event. `stored`: `object` is the version now in the store (shared until retired);
-    /// otherwise (a DELETED event's copy) the history keeps its JSON at once. `previous`: the replaced
-    /// version, with its JSON when [`Inner::retire`] had it.
+    /// The stored object, parsed.
+    fn lookup(&self, key: &ResourceKey, ns: &str, name: &str) -> Option<Arc<Value>> {
+        self.stored(key, ns, name).map(Stored::value)
+    }
+
+    /// Emits an event. `json`: `object` as compact JSON (shared with the store while it is the
+    /// stored version). `previous`: the replaced version's JSON.
     fn emit(
         &mut self,
         key: &ResourceKey,
         type_: EventType,
         object: Arc<Value>,
-        stored: bool,
-        previous: Option<Replaced>,
+        json: Arc<[u8]>,
+        previous: Option<Arc<[u8]>>,
     ) {
-        let previous_json = previous
-            .as_ref()
-            .map(|(v, j)| j.clone().unwrap_or_else(|| to_json(v)));
-        let (held, len) = if stored {
-            (Held::Stored(object.clone()), json_len(&object))
-        } else {
-            let j = to_json(&object);
-            let n = j.len();
-            (Held::Json(j), n)
-        };
+        let len = json.len();
         let kept = Retained {
             rv: self.rv,
             key: key.clone(),
             type_,
-            object: held,
-            bytes: len + previous_json.as_ref().map_or(0, |p| p.len()),
-            previous: previous_json,
+            object: json,
+            bytes: len + previous.as_ref().map_or(0, |p| p.len()),
+            previous: previous.clone(),
         };
         let ev = Arc::new(WatchEvent {
             rv: self.rv,
             key: key.clone(),
             type_,
             object,
-            previous: previous.map(|(v, _)| v),
+            previous,
             bytes: len,
         });
         self.history_bytes += kept.bytes;
@@ -490,22 +444,22 @@ impl Inner {
     fn put(&mut self, key: &ResourceKey, mut obj: Value, type_: EventType) -> Arc<Value> {
         self.rv += 1;
         meta_mut(&mut obj).insert("resourceVersion".into(), json!(self.rv.to_string()));
-        exact_size(&mut obj);
         let ns = meta_str(&obj, "namespace").to_string();
         let name = meta_str(&obj, "name").to_string();
         let uid = meta_str(&obj, "uid").to_string();
         let okey = (key.clone(), ns.clone(), name.clone());
-        let obj = Arc::new(obj);
+        let stored = Stored::new(&obj);
+        let json = stored.json().clone();
+        let held = stored.held();
         let old = self
             .objects
             .entry(key.clone())
             .or_default()
-            .insert((ns, name), obj.clone());
-        self.stored_bytes =
-            (self.stored_bytes + held_bytes(&obj)).saturating_sub(old.as_deref().map_or(0, held_bytes));
+            .insert((ns, name), stored);
+        self.stored_bytes = (self.stored_bytes + held).saturating_sub(old.as_ref().map_or(0, Stored::held));
         if let Some(old) = &old {
-            for o in owner_uids(old) {
-                if let Some(set) = self.dependents.get_mut(&o) {
+            for o in old.owners() {
+                if let Some(set) = self.dependents.get_mut(o) {
                     set.remove(&okey);
                 }
             }
@@ -518,16 +472,13 @@ impl Inner {
                 key: key.clone(),
                 ns: okey.1.clone(),
                 name: okey.2.clone(),
-                object: obj.clone(),
+                object: json.clone(),
                 rv: self.rv,
             });
         }
         self.by_uid.insert(uid, okey);
-        let previous = old.map(|o| {
-            let json = self.retire(&o);
-            (o, json)
-        });
-        self.emit(key, type_, obj.clone(), true, previous);
+        let obj = Arc::new(obj);
+        self.emit(key, type_, obj.clone(), json, old.map(|o| o.json().clone()));
         if is_cluster_role(key) {
             self.aggregate_cluster_roles();
         }
@@ -544,13 +495,15 @@ impl Inner {
         self.aggregating = true;
         let key = cluster_role_key();
         let rounds = self.objects.get(&key).map_or(0, |m| {
-            m.values().filter(|r| r.get("aggregationRule").is_some()).count()
+            m.values()
+                .filter(|r| r.value().get("aggregationRule").is_some())
+                .count()
         });
         for _ in 0..=rounds {
             let all: Vec<Arc<Value>> = self
                 .objects
                 .get(&key)
-                .map(|m| m.values().cloned().collect())
+                .map(|m| m.values().map(Stored::value).collect())
                 .unwrap_or_default();
             let stale = super::rbac_bootstrap::stale(&all);
             if stale.is_empty() {
@@ -560,7 +513,7 @@ impl Inner {
                 let Some(current) = self.lookup(&key, "", &name) else {
                     continue;
                 };
-                let mut next = (**current).clone();
+                let mut next = Arc::unwrap_or_clone(current);
                 if let Some(m) = next.as_object_mut() {
                     m.insert("rules".into(), Value::Array(rules));
                 }
@@ -571,8 +524,7 @@ impl Inner {
     }
 
     /// Indexes an object loaded from the data directory (no RV, no event).
-    fn load(&mut self, key: ResourceKey, mut obj: Value) {
-        exact_size(&mut obj);
+    fn load(&mut self, key: ResourceKey, obj: Value) {
         let ns = meta_str(&obj, "namespace").to_string();
         let name = meta_str(&obj, "name").to_string();
         let okey = (key.clone(), ns.clone(), name.clone());
@@ -580,11 +532,9 @@ impl Inner {
             self.dependents.entry(o).or_default().insert(okey.clone());
         }
         self.by_uid.insert(meta_str(&obj, "uid").to_string(), okey);
-        self.stored_bytes += held_bytes(&obj);
-        self.objects
-            .entry(key)
-            .or_default()
-            .insert((ns, name), Arc::new(obj));
+        let stored = Stored::new(&obj);
+        self.stored_bytes += stored.held();
+        self.objects.entry(key).or_default().insert((ns, name), stored);
     }
 
     /// Removes an object for good (DELETED event at a fresh RV), then garbage-collects what it owned.
@@ -593,9 +543,9 @@ impl Inner {
             .objects
             .get_mut(key)?
             .remove(&(ns.to_string(), name.to_string()))?;
-        self.stored_bytes = self.stored_bytes.saturating_sub(held_bytes(&old));
+        self.stored_bytes = self.stored_bytes.saturating_sub(old.held());
         self.rv += 1;
-        let mut gone = (*old).clone();
+        let mut gone = stored::parse(old.json());
         // Pods are always deleted gracefully on the real server: one removed at once (unscheduled,
         // or a grace period of 0) leaves with a deletionTimestamp and a grace period of 0.
         if key.group.is_empty() && key.plural == "pods" && !is_deleting(&gone) {
@@ -603,11 +553,11 @@ impl Inner {
         }
         meta_mut(&mut gone).insert("resourceVersion".into(), json!(self.rv.to_string()));
         let gone = Arc::new(gone);
-        let uid = meta_str(&old, "uid").to_string();
+        let uid = meta_str(&gone, "uid").to_string();
         self.by_uid.remove(&uid);
         let okey = (key.clone(), ns.to_string(), name.to_string());
-        for o in owner_uids(&old) {
-            if let Some(set) = self.dependents.get_mut(&o) {
+        for o in old.owners() {
+            if let Some(set) = self.dependents.get_mut(o) {
                 set.remove(&okey);
             }
         }
@@ -619,14 +569,14 @@ impl Inner {
                 rv: self.rv,
             });
         }
-        self.retire(&old);
-        self.emit(key, EventType::Deleted, gone.clone(), false, None);
+        let json: Arc<[u8]> = serde_json::to_vec(&*gone).unwrap_or_default().into();
+        self.emit(key, EventType::Deleted, gone.clone(), json, None);
         if is_cluster_role(key) {
             self.aggregate_cluster_roles();
         }
         // An owner deleted in the foreground waits for this dependent: it may go now.
-        for o in owner_uids(&old) {
-            if let Some((k, n, m)) = self.by_uid.get(&o).cloned() {
+        for o in old.owners() {
+            if let Some((k, n, m)) = self.by_uid.get(o).cloned() {
                 self.collect_finalizers(&k, &n, &m);
             }
         }
@@ -647,12 +597,13 @@ impl Inner {
             .map(|s| s.into_iter().collect())
             .unwrap_or_default();
         for (k, ns, name) in deps {
-            let Some(obj) = self.lookup(&k, &ns, &name).cloned() else {
+            let Some(stored) = self.stored(&k, &ns, &name) else {
                 continue;
             };
-            if owner_uids(&obj).iter().any(|u| self.by_uid.contains_key(u)) {
+            if stored.owners().any(|u| self.by_uid.contains_key(u)) {
                 continue;
             }
+            let obj = stored.value();
             self.delete_now(&k, &ns, &name, &obj, true);
         }
     }
@@ -661,7 +612,7 @@ impl Inner {
     /// `foregroundDeletion` finalizer (`gc.rs`): orphan the dependents, or delete them and wait for
     /// those that block; then drop the finalizer, and the object when it was the last.
     fn collect_finalizers(&mut self, key: &ResourceKey, ns: &str, name: &str) {
-        let Some(obj) = self.lookup(key, ns, name).cloned() else {
+        let Some(obj) = self.lookup(key, ns, name) else {
             return;
         };
         let have = finalizers(&obj);
@@ -680,7 +631,7 @@ impl Inner {
         let mut next = have.clone();
         if have.iter().any(|f| f == gc::ORPHAN) {
             for (k, dns, dname) in &deps {
-                let orphaned = self.lookup(k, dns, dname).and_then(|d| gc::orphaned(d, &uid));
+                let orphaned = self.lookup(k, dns, dname).and_then(|d| gc::orphaned(&d, &uid));
                 if let Some(d) = orphaned {
                     self.put(k, d, EventType::Modified);
                 }
@@ -688,7 +639,7 @@ impl Inner {
             next.retain(|f| f != gc::ORPHAN);
         } else {
             for (k, dns, dname) in &deps {
-                if let Some(d) = self.lookup(k, dns, dname).cloned()
+                if let Some(d) = self.lookup(k, dns, dname)
                     && !is_deleting(&d)
                 {
                     self.delete_dependent(k, dns, dname, &d);
@@ -696,7 +647,7 @@ impl Inner {
             }
             let blocked = self.dependents.get(&uid).is_some_and(|s| {
                 s.iter()
-                    .any(|(k, n, m)| self.lookup(k, n, m).is_some_and(|d| gc::blocks(d, &uid)))
+                    .any(|(k, n, m)| self.lookup(k, n, m).is_some_and(|d| gc::blocks(&d, &uid)))
             });
             if !blocked {
                 next.retain(|f| f != gc::FOREGROUND);
@@ -704,7 +655,7 @@ impl Inner {
         }
         self.collecting.remove(&uid);
         // The object may be gone already: a dependent's removal came back here for it.
-        let Some(now) = self.lookup(key, ns, name).cloned() else {
+        let Some(now) = self.lookup(key, ns, name) else {
             return;
         };
         if next == have || finalizers(&now) != have {
@@ -806,34 +757,6 @@ impl Inner {
         let mut marked = (**obj).clone();
         mark_deleting(&mut marked, 0);
         self.put(key, marked, EventType::Modified)
-    }
-}
-
-/// Rebuilds every map and array of an object about to be stored at exactly its length, and trims
-/// its strings. A parsed map grows by doubling (4, 8, 16 entries of about 110 bytes each) and a
-/// pod's `managedFields` are mostly maps of one or two fields, so the slack was a large part of a
-/// stored pod's heap (issue 60). Iterative, so the depth of the object costs no stack.
-pub(crate) fn exact_size(v: &mut Value) {
-    let mut stack = vec![v];
-    while let Some(v) = stack.pop() {
-        match v {
-            Value::Object(m) => {
-                let old = std::mem::take(m);
-                // `insert` one by one: `extend` would reserve the hash table's whole capacity.
-                let mut exact = serde_json::Map::with_capacity(old.len());
-                for (k, child) in old {
-                    exact.insert(k, child);
-                }
-                *m = exact;
-                stack.extend(m.values_mut());
-            }
-            Value::Array(a) => {
-                a.shrink_to_fit();
-                stack.extend(a.iter_mut());
-            }
-            Value::String(s) => s.shrink_to_fit(),
-            _ => {}
-        }
     }
 }
 
@@ -946,7 +869,7 @@ impl Store {
         store.seed_cluster_roles();
         // A real cluster starts with these namespaces.
         for ns in ["default", "kube-system", "kube-public"] {
-            if store.lock().lookup(&ns_key(), "", ns).is_some() {
+            if store.lock().exists(&ns_key(), "", ns) {
                 continue;
             }
             let mut obj = json!({"metadata": {"name": ns}});
@@ -977,7 +900,7 @@ impl Store {
                 .and_then(Value::as_str)
                 .unwrap_or("")
                 .to_string();
-            if inner.lookup(&key, "", &name).is_some() {
+            if inner.exists(&key, "", &name) {
                 continue;
             }
             if meta::prepare_create(&info, &mut role, None, meta::new_uid(), &meta::now_rfc3339()).is_ok() {
@@ -1165,7 +1088,7 @@ impl Store {
             }
             let name = loop {
                 let candidate = format!("{prefix}{}", meta::name_suffix());
-                if inner.lookup(&key, &nsk, &candidate).is_none() {
+                if !inner.exists(&key, &nsk, &candidate) {
                     break candidate;
                 }
             };
@@ -1179,15 +1102,17 @@ impl Store {
         let name = meta_str(&obj, "name").to_string();
         if info.group.is_empty() && info.plural == "pods" {
             let pcs = priority_class_key();
-            let classes = inner.objects.get(&pcs);
+            let classes: Vec<(&str, Arc<Value>)> = inner
+                .objects
+                .get(&pcs)
+                .into_iter()
+                .flatten()
+                .map(|((_, n), v)| (n.as_str(), v.value()))
+                .collect();
             super::priority::on_create(
                 &mut obj,
-                |n| {
-                    classes
-                        .and_then(|m| m.get(&(String::new(), n.to_string())))
-                        .map(|v| &**v)
-                },
-                classes.into_iter().flat_map(|m| m.values()).map(|v| &**v),
+                |n| classes.iter().find(|(c, _)| *c == n).map(|(_, v)| &**v),
+                classes.iter().map(|(_, v)| &**v),
             )?;
         }
         invalid_meta(info, &obj, None)?;
@@ -1199,11 +1124,11 @@ impl Store {
         }
         self.fault("create", info, &name, false)?;
         if let Some(ns) = ns
-            && inner.lookup(&ns_key(), "", ns).is_none()
+            && !inner.exists(&ns_key(), "", ns)
         {
             return Err(ApiError::not_found("namespaces", ns).details(ns, "", "namespaces"));
         }
-        if inner.lookup(&key, &nsk, &name).is_some() {
+        if inner.exists(&key, &nsk, &name) {
             return Err(ApiError::already_exists(&info.qualified_plural(), &name).details(
                 &name,
                 &info.group,
@@ -1211,8 +1136,8 @@ impl Store {
             ));
         }
         self.admit(inner, Operation::Create, info, &mut obj, None)?;
-        sized(info, &obj)?;
-        inner.within_quota(0, held_bytes(&obj))?;
+        let n = sized(info, &obj)?;
+        inner.within_quota(0, Stored::held_for(n, &obj))?;
         if dry_run {
             return Ok(Arc::new(obj));
         }
@@ -1235,7 +1160,6 @@ impl Store {
         };
         inner
             .lookup(&info.key(), ns, name)
-            .cloned()
             .ok_or_else(|| Self::not_found(info, name))
     }
 
@@ -1255,12 +1179,18 @@ impl Store {
             _ => (inner.rv, None),
         };
         let ns = if info.namespaced { ns } else { None };
-        let mut items = Vec::new();
+        // Selected under the lock (labels from the index, fields from the parsed object), parsed
+        // after it unless the field selector parsed them already.
+        // An item's JSON, and the object when the field selector parsed it.
+        type Picked = (Arc<[u8]>, Option<Arc<Value>>);
+        let mut picked: Vec<Picked> = Vec::new();
         let mut remaining = 0usize;
         let mut more = false;
         let mut last: Option<(String, String)> = None;
+        let by_labels = !opts.labels.selects_all();
+        let by_fields = !opts.fields.0.is_empty();
         if let Some(m) = inner.objects.get(&info.key()) {
-            type Entries<'a> = Box<dyn Iterator<Item = (&'a (String, String), &'a Arc<Value>)> + 'a>;
+            type Entries<'a> = Box<dyn Iterator<Item = (&'a (String, String), &'a Stored)> + 'a>;
             let range: Entries<'_> = match &after {
                 Some(a) => {
                     Box::new(m.range((std::ops::Bound::Excluded(a.clone()), std::ops::Bound::Unbounded)))
@@ -1271,8 +1201,10 @@ impl Store {
                 if ns.is_some_and(|n| n != ons) {
                     continue;
                 }
-                let full = opts.limit.is_some_and(|l| l > 0 && items.len() >= l);
-                let selected = opts.labels.matches(obj) && opts.fields.matches(obj);
+                let full = opts.limit.is_some_and(|l| l > 0 && picked.len() >= l);
+                let mut parsed = None;
+                let selected = (!by_labels || opts.labels.matches_labels(&obj.labels()))
+                    && (!by_fields || opts.fields.matches(parsed.insert(obj.value())));
                 // Once the page is full, kube-apiserver's storage hands out a continue token while
                 // any object is left unscanned, whether or not it matches the selectors.
                 if full {
@@ -1284,9 +1216,14 @@ impl Store {
                     continue;
                 }
                 last = Some((ons.clone(), oname.clone()));
-                items.push(obj.clone());
+                picked.push((obj.json().clone(), parsed));
             }
         }
+        drop(inner);
+        let items = picked
+            .into_iter()
+            .map(|(json, parsed)| parsed.unwrap_or_else(|| Arc::new(stored::parse(&json))))
+            .collect();
         let continue_token = if more {
             last.map(|(n, name)| encode_continue(rv, &n, &name))
         } else {
@@ -1344,7 +1281,7 @@ impl Store {
             )));
         }
         self.fault("update", info, name, status)?;
-        let Some(old) = inner.lookup(&info.key(), ns, name).cloned() else {
+        let Some(old) = inner.lookup(&info.key(), ns, name) else {
             return Err(Self::not_found(info, name));
         };
         meta::check_identity(info, &old, &obj)?;
@@ -1388,7 +1325,7 @@ impl Store {
         super::refusals::quantities(info, &new)?;
         let mut next = meta::prepare_update(info, old, new, status);
         if !status && is_service(info) {
-            let taken = inner.services_taken(Some(old));
+            let taken = inner.services_taken(Some((meta_str(old, "namespace"), meta_str(old, "name"))));
             service_alloc::on_update(old, &mut next, &taken)
                 .map_err(|e| service_alloc::refused(meta_str(old, "name"), &e))?;
         }
@@ -1410,8 +1347,11 @@ impl Store {
         if managed_fields::same_but_times(&next, old) {
             return Ok(old.clone());
         }
-        sized(info, &next)?;
-        inner.within_quota(held_bytes(old), held_bytes(&next))?;
+        let n = sized(info, &next)?;
+        let before = inner
+            .stored(&info.key(), meta_str(old, "namespace"), meta_str(old, "name"))
+            .map_or(0, Stored::held);
+        inner.within_quota(before, Stored::held_for(n, &next))?;
         if dry_run {
             // Nothing was written: the answer carries the stored version, as kube-apiserver's does.
             meta_mut(&mut next).insert("resourceVersion".into(), json!(meta_str(old, "resourceVersion")));
@@ -1481,7 +1421,7 @@ impl Store {
         if kind == PatchKind::Apply {
             prune::prune_applied(info, &mut body);
         }
-        let old = match inner.lookup(&info.key(), nsk, name).cloned() {
+        let old = match inner.lookup(&info.key(), nsk, name) {
             Some(o) => o,
             None if kind == PatchKind::Apply && !status => {
                 let mut obj = managed_fields::apply(info, None, &body, w, &now)?;
@@ -1569,7 +1509,7 @@ impl Store {
         };
         self.fault("delete", info, name, false)?;
         let key = info.key();
-        let Some(obj) = inner.lookup(&key, nsk, name).cloned() else {
+        let Some(obj) = inner.lookup(&key, nsk, name) else {
             return Err(Self::not_found(info, name));
         };
         Self::check_preconditions(info, name, &obj, opts)?;
@@ -1683,16 +1623,19 @@ impl Store {
         let closed = self.closer.subscribe();
         match from {
             WatchFrom::Current => {
-                let initial = inner
+                let current: Vec<Arc<[u8]>> = inner
                     .objects
                     .get(key)
-                    .map(|m| m.values().cloned().collect())
+                    .map(|m| m.values().map(|o| o.json().clone()).collect())
                     .unwrap_or_default();
+                let rv = inner.rv;
+                drop(inner);
+                let initial = current.iter().map(|j| Arc::new(stored::parse(j))).collect();
                 Ok(WatchStart {
                     initial,
                     replay: Vec::new(),
                     live,
-                    rv: inner.rv,
+                    rv,
                     closed,
                 })
             }
@@ -1721,7 +1664,7 @@ impl Store {
             .history
             .range(start..)
             .filter(|e| e.key == *key)
-            .filter_map(Retained::event)
+            .map(Retained::event)
             .collect())
     }
 
@@ -1764,7 +1707,7 @@ impl Store {
         (inner.history.len(), inner.history_bytes)
     }
 
-    /// Heap bytes the stored objects hold ([`held_bytes`]), as the storage quota counts them, and the quota.
+    /// Heap bytes the stored objects hold ([`Stored::held`]), as the storage quota counts them, and the quota.
     pub fn quota_usage(&self) -> (usize, usize) {
         let inner = self.lock();
         (inner.stored_bytes, inner.quota_bytes)
@@ -1777,62 +1720,9 @@ impl Store {
         for m in inner.objects.values() {
             for o in m.values() {
                 n += 1;
-                bytes += json_len(o);
+                bytes += o.json().len();
             }
         }
         (n, bytes)
-    }
-}
-
-#[cfg(test)]
-mod exact_size_tests {
-    use super::exact_size;
-    use serde_json::{Value, json};
-
-    #[test]
-    fn keeps_the_value_and_its_key_order() {
-        let text = r#"{"z":1,"a":{"f:x":{},"f:b":{"y":[1,2,{"k":"v"}]}},"m":[],"s":"text"}"#;
-        let mut v: Value = serde_json::from_str(text).unwrap();
-        let before = v.clone();
-        exact_size(&mut v);
-        assert_eq!(v, before);
-        assert_eq!(serde_json::to_string(&v).unwrap(), text);
-    }
-
-    #[test]
-    fn arrays_end_at_their_length() {
-        let mut v = json!({"a": []});
-        let Some(Value::Array(a)) = v.get_mut("a") else {
-            unreachable!()
-        };
-        for i in 0..5 {
-            a.push(json!(i));
-        }
-        assert!(a.capacity() > 5);
-        exact_size(&mut v);
-        let a = v["a"].as_array().unwrap();
-        assert_eq!((a.len(), a.capacity()), (5, 5));
-    }
-
-    #[test]
-    fn deep_objects_cost_no_stack() {
-        let mut v = json!(0);
-        for _ in 0..2000 {
-            v = json!([v]);
-        }
-        exact_size(&mut v);
-        let mut depth = 0;
-        let mut at = &v;
-        while let Some(a) = at.as_array() {
-            depth += 1;
-            at = &a[0];
-        }
-        assert_eq!(depth, 2000);
-        // serde_json drops recursively; unwind the nesting by hand so the test's own drop is flat.
-        let mut parts = Vec::new();
-        while let Value::Array(mut a) = v {
-            v = a.pop().unwrap();
-            parts.push(a);
-        }
     }
 }

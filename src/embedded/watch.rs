@@ -90,7 +90,15 @@ pub fn filtered_type(req: &WatchRequest, ev: &WatchEvent) -> Option<&'static str
     let now = req.matches(&ev.object);
     match ev.type_ {
         EventType::Modified => {
-            let before = ev.previous.as_ref().is_some_and(|p| req.matches(p));
+            // The namespace never changes: without selectors the previous object matched as the
+            // current one does, and is not parsed.
+            let before = if req.labels.selects_all() && req.fields.0.is_empty() {
+                ev.previous.is_some() && now
+            } else {
+                ev.previous
+                    .as_ref()
+                    .is_some_and(|p| serde_json::from_slice(p).is_ok_and(|p: Value| req.matches(&p)))
+            };
             match (before, now) {
                 (true, true) => Some("MODIFIED"),
                 (false, true) => Some("ADDED"),
