@@ -89,6 +89,9 @@ async fn a_queued_rayjob_waits_for_quota_runs_to_success_and_gives_the_quota_bac
         j.status.as_ref().and_then(|s| s.job_deployment_status) == Some(JobDeploymentStatus::Suspended)
     })
     .await;
+    // KubeRay parks a suspended job whether or not its Workload exists yet: wait for it, as Kueue's
+    // test does (`Eventually` the Workload is created), then there is exactly one.
+    poll_workload(&c, &job).await;
     let mine = owned_by(wls.list(&ListParams::default()).await.unwrap().items, &job);
     assert_eq!(mine.len(), 1, "one Workload per RayJob");
     let wl_name = mine[0].name_any();
