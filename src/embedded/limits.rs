@@ -76,6 +76,66 @@ pub(crate) fn nested(depth: usize) -> Value {
     v
 }
 
+/// The heap an object takes parsed, in bytes, estimated from serde_json's layout (with
+/// `preserve_order`, each JSON object an IndexMap: an entry of hash + key + value per field, its
+/// own table of indices, and a heap allocation per key and string), rounded to 16-byte allocations,
+/// plus a store entry: the `Arc`, the map key (namespace and name) and the uid index. What the
+/// storage quota counts (`store.rs`): about ten times a pod's compact JSON. The store keeps the
+/// JSON (`stored.rs`), about 1.2 times it; the quota counts the parsed size because that is what a
+/// stored object costs the process once an in-process cache holds it (the manager's reflectors,
+/// the simulators), so a quota bounds the process, not only the store (issue 60). Checked against
+/// a counting allocator by `tests/embedded_memory.rs`.
+pub fn held_bytes(v: &Value) -> usize {
+    /// Per stored object beyond its value: the `Arc` (two counts + the value), the objects map's
+    /// key and node share, the uid index's entry (a 36-byte uid string, the key again).
+    const ENTRY: usize = 16 + std::mem::size_of::<Value>() + 3 * 64 + 48;
+    let meta = v.get("metadata");
+    let key = |f: &str| {
+        meta.and_then(|m| m.get(f))
+            .and_then(Value::as_str)
+            .map_or(0, str::len)
+    };
+    ENTRY + 2 * alloc(key("namespace") + key("name")) + value_heap(v)
+}
+
+/// An allocation of `n` bytes, rounded up to the allocator's 16-byte classes.
+fn alloc(n: usize) -> usize {
+    n.next_multiple_of(16)
+}
+
+/// Heap bytes below one `Value` (not counting the `Value` itself).
+fn value_heap(v: &Value) -> usize {
+    const VALUE: usize = std::mem::size_of::<Value>();
+    // indexmap's Bucket: the hash, the key, the value.
+    const BUCKET: usize = std::mem::size_of::<usize>() + std::mem::size_of::<String>() + VALUE;
+    match v {
+        Value::String(s) => alloc(s.capacity()),
+        Value::Array(a) => alloc(a.capacity() * VALUE) + a.iter().map(value_heap).sum::<usize>(),
+        Value::Object(m) => {
+            let n = m.len();
+            if n == 0 {
+                return 0;
+            }
+            // hashbrown's table: a power of two of buckets, 7/8 full at most (3 of 4 when small),
+            // one usize index and one control byte each, plus a group of control bytes.
+            let buckets = if n < 4 {
+                4
+            } else if n < 7 {
+                8
+            } else {
+                (n * 8).div_ceil(7).next_power_of_two()
+            };
+            // The entries: exactly `n` (a parsed map may have grown past it: an estimate).
+            alloc(buckets * std::mem::size_of::<usize>() + buckets + 16)
+                + alloc(n * BUCKET)
+                + m.iter()
+                    .map(|(k, v)| alloc(k.len()) + value_heap(v))
+                    .sum::<usize>()
+        }
+        _ => 0,
+    }
+}
+
 /// An object's size as compact JSON, counted without building the bytes.
 pub fn json_len(v: &Value) -> usize {
     struct Count(usize);
@@ -98,6 +158,21 @@ pub fn json_len(v: &Value) -> usize {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// What the storage quota counts grows with what an object holds: a long string costs its
+    /// bytes, a field its IndexMap entry, and every object the store's entry.
+    #[test]
+    fn held_bytes_counts_strings_fields_and_the_entry() {
+        let empty = held_bytes(&json!({}));
+        assert!(empty >= std::mem::size_of::<Value>(), "{empty}");
+        let long = held_bytes(&json!({"data": "x".repeat(4000)}));
+        assert!((4000..4000 + 1024).contains(&(long - empty)), "{long} - {empty}");
+        let fields = held_bytes(&json!({"a": 1, "b": 2, "c": 3, "d": 4, "e": 5, "f": 6, "g": 7, "h": 8}));
+        assert!(
+            fields - empty >= 8 * std::mem::size_of::<Value>(),
+            "{fields} - {empty}"
+        );
+    }
 
     #[test]
     fn depth_counts_containers() {

@@ -152,7 +152,8 @@ pub struct StoreConfig {
     /// of objects alone did before previous objects were counted.
     pub history_bytes: usize,
     /// The storage quota (`--storage-quota`): bytes of memory the stored objects hold
-    /// ([`Stored::held`]: an object's compact JSON and its index entries) past which a write that
+    /// ([`held_bytes`]: each object at its parsed size, about ten times a pod's compact JSON, though the
+    /// store keeps the JSON: what an in-process cache of it holds) past which a write that
     /// grows the store is refused, as etcd refuses writes past `--quota-backend-bytes`
     /// ("etcdserver: mvcc: database space exceeded"); reads, watches, deletes and writes that shrink
     /// keep working, and deleting below it resumes writes. etcd's default is 2 GiB on disk; ours is
@@ -185,7 +186,7 @@ fn space_exceeded() -> ApiError {
 /// The largest object the store keeps, as compact JSON: etcd's default request limit (1.5 MiB).
 pub const MAX_OBJECT_BYTES: usize = 1536 * 1024;
 
-pub use super::limits::json_len;
+pub use super::limits::{held_bytes, json_len};
 
 /// 413 for an object over [`MAX_OBJECT_BYTES`], naming its size; the size otherwise.
 fn sized(info: &ResourceInfo, obj: &Value) -> Result<usize, ApiError> {
@@ -239,7 +240,7 @@ struct Inner {
     tx: broadcast::Sender<Arc<WatchEvent>>,
     /// With `--data-dir`: where every committed change is recorded, in RV order.
     durable: Option<Arc<Durable>>,
-    /// Heap bytes the stored objects hold ([`Stored::held`]), against `quota_bytes`.
+    /// The stored objects at their parsed size ([`held_bytes`]), against `quota_bytes`.
     stored_bytes: usize,
     quota_bytes: usize,
     /// Whether the quota refused a write since the store was last below it (one log line per episode).
@@ -450,13 +451,14 @@ impl Inner {
         let okey = (key.clone(), ns.clone(), name.clone());
         let stored = Stored::new(&obj);
         let json = stored.json().clone();
-        let held = stored.held();
+        let counted = stored.counted();
         let old = self
             .objects
             .entry(key.clone())
             .or_default()
             .insert((ns, name), stored);
-        self.stored_bytes = (self.stored_bytes + held).saturating_sub(old.as_ref().map_or(0, Stored::held));
+        self.stored_bytes =
+            (self.stored_bytes + counted).saturating_sub(old.as_ref().map_or(0, Stored::counted));
         if let Some(old) = &old {
             for o in old.owners() {
                 if let Some(set) = self.dependents.get_mut(o) {
@@ -533,7 +535,7 @@ impl Inner {
         }
         self.by_uid.insert(meta_str(&obj, "uid").to_string(), okey);
         let stored = Stored::new(&obj);
-        self.stored_bytes += stored.held();
+        self.stored_bytes += stored.counted();
         self.objects.entry(key).or_default().insert((ns, name), stored);
     }
 
@@ -543,7 +545,7 @@ impl Inner {
             .objects
             .get_mut(key)?
             .remove(&(ns.to_string(), name.to_string()))?;
-        self.stored_bytes = self.stored_bytes.saturating_sub(old.held());
+        self.stored_bytes = self.stored_bytes.saturating_sub(old.counted());
         self.rv += 1;
         let mut gone = stored::parse(old.json());
         // Pods are always deleted gracefully on the real server: one removed at once (unscheduled,
@@ -1136,8 +1138,8 @@ impl Store {
             ));
         }
         self.admit(inner, Operation::Create, info, &mut obj, None)?;
-        let n = sized(info, &obj)?;
-        inner.within_quota(0, Stored::held_for(n, &obj))?;
+        sized(info, &obj)?;
+        inner.within_quota(0, held_bytes(&obj))?;
         if dry_run {
             return Ok(Arc::new(obj));
         }
@@ -1347,11 +1349,11 @@ impl Store {
         if managed_fields::same_but_times(&next, old) {
             return Ok(old.clone());
         }
-        let n = sized(info, &next)?;
+        sized(info, &next)?;
         let before = inner
             .stored(&info.key(), meta_str(old, "namespace"), meta_str(old, "name"))
-            .map_or(0, Stored::held);
-        inner.within_quota(before, Stored::held_for(n, &next))?;
+            .map_or(0, Stored::counted);
+        inner.within_quota(before, held_bytes(&next))?;
         if dry_run {
             // Nothing was written: the answer carries the stored version, as kube-apiserver's does.
             meta_mut(&mut next).insert("resourceVersion".into(), json!(meta_str(old, "resourceVersion")));
@@ -1707,7 +1709,8 @@ impl Store {
         (inner.history.len(), inner.history_bytes)
     }
 
-    /// Heap bytes the stored objects hold ([`Stored::held`]), as the storage quota counts them, and the quota.
+    /// The stored objects at their parsed size ([`held_bytes`]), as the storage quota counts them, and
+    /// the quota.
     pub fn quota_usage(&self) -> (usize, usize) {
         let inner = self.lock();
         (inner.stored_bytes, inner.quota_bytes)

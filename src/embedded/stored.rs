@@ -3,6 +3,8 @@
 //! labels, for label selectors, and its owners' uids, for the garbage collector). Parsed, a pod took
 //! about nine heap bytes per byte of its JSON (issue 60); kept as JSON it takes about one. A read
 //! parses it again: a few microseconds for a pod, the cost a GET already paid to serialize it.
+//! The storage quota still counts each object at its parsed size (`limits::held_bytes`), kept here
+//! as `counted`: see there why.
 
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -13,16 +15,8 @@ pub(crate) struct Stored {
     /// Label keys and values, each a little-endian u32 length and its bytes, in key order.
     labels: Box<[u8]>,
     owners: Box<[Box<str>]>,
-}
-
-/// Bytes a stored object holds beyond its JSON, labels and owners: the store map's key (namespace
-/// and name) and node share, the uid index's entry (a 36-byte uid and the key again), the `Arc`'s
-/// counts and this struct.
-const ENTRY: usize = 16 + std::mem::size_of::<Stored>() + 3 * 64 + 48;
-
-/// An allocation of `n` bytes, rounded up to the allocator's 16-byte classes.
-fn alloc(n: usize) -> usize {
-    n.next_multiple_of(16)
+    /// What the storage quota counts for it (`limits::held_bytes`).
+    counted: usize,
 }
 
 impl Stored {
@@ -51,6 +45,7 @@ impl Stored {
             json,
             labels: labels.into_boxed_slice(),
             owners: owner_uids(obj).into_iter().map(String::into_boxed_str).collect(),
+            counted: super::limits::held_bytes(obj),
         }
     }
 
@@ -87,36 +82,10 @@ impl Stored {
         self.owners.iter().map(|o| &**o)
     }
 
-    /// The heap this entry holds, as the storage quota counts it.
-    pub fn held(&self) -> usize {
-        held(
-            self.json.len(),
-            self.labels.len(),
-            self.owners.iter().map(|o| o.len()),
-        )
+    /// What the storage quota counts for this object: its size parsed.
+    pub fn counted(&self) -> usize {
+        self.counted
     }
-
-    /// What storing `obj`, `json_len` bytes as compact JSON, will hold: [`Stored::held`] before it
-    /// is stored (its resourceVersion may still change by a few digits).
-    pub fn held_for(json_len: usize, obj: &Value) -> usize {
-        let labels = obj
-            .pointer("/metadata/labels")
-            .and_then(Value::as_object)
-            .map_or(0, |m| {
-                m.iter()
-                    .filter_map(|(k, v)| Some(8 + k.len() + v.as_str()?.len()))
-                    .sum()
-            });
-        let owners = owner_uids(obj);
-        held(json_len, labels, owners.iter().map(String::len))
-    }
-}
-
-fn held(json: usize, labels: usize, owners: impl ExactSizeIterator<Item = usize>) -> usize {
-    let n = owners.len();
-    let owned: usize = owners.map(alloc).sum();
-    let alloc0 = |b: usize| if b == 0 { 0 } else { alloc(b) };
-    ENTRY + alloc(16 + json) + alloc0(labels) + alloc0(n * 16) + owned
 }
 
 /// Compact JSON the store wrote, parsed.
@@ -167,16 +136,7 @@ mod tests {
         let s = Stored::new(&json!({"metadata": {"name": "p"}}));
         assert!(s.labels().is_empty());
         assert_eq!(s.owners().count(), 0);
-        assert_eq!(s.held(), ENTRY + alloc(16 + s.json().len()));
-    }
-
-    /// The quota's estimate before a write is what the entry then holds.
-    #[test]
-    fn held_for_is_held() {
-        let obj = json!({"metadata": {"name": "p", "labels": {"app": "ray", "k": "v"},
-            "ownerReferences": [{"uid": "0123"}]}, "data": {"a": "x"}});
-        let s = Stored::new(&obj);
-        assert_eq!(Stored::held_for(s.json().len(), &obj), s.held());
+        assert_eq!(s.labels.len() + s.owners.len(), 0);
     }
 
     /// A label key or value of any bytes survives the encoding.
