@@ -48,8 +48,6 @@ pub struct WatchEvent {
     /// The object before a MODIFIED, as compact JSON: lets a filtered watch turn "stopped matching"
     /// into DELETED (parsed only by a watch with a selector).
     pub previous: Option<Arc<[u8]>>,
-    /// The object's size as compact JSON.
-    pub bytes: usize,
 }
 
 /// An event kept for watch replay: its object's compact JSON, shared with the store while that is
@@ -74,7 +72,6 @@ impl Retained {
             type_: self.type_,
             object: Arc::new(stored::parse(&self.object)),
             previous: self.previous.clone(),
-            bytes: self.object.len(),
         })
     }
 }
@@ -425,7 +422,6 @@ impl Inner {
             type_,
             object,
             previous,
-            bytes: len,
         });
         self.history_bytes += kept.bytes;
         self.history.push_back(kept);
@@ -1181,9 +1177,8 @@ impl Store {
             _ => (inner.rv, None),
         };
         let ns = if info.namespaced { ns } else { None };
-        // Selected under the lock (labels from the index, fields from the parsed object), parsed
-        // after it unless the field selector parsed them already.
-        // An item's JSON, and the object when the field selector parsed it.
+        // Selected under the lock (labels from the index, fields from the parsed object); each item
+        // is its JSON and, when the field selector parsed it, the object, else parsed after the lock.
         type Picked = (Arc<[u8]>, Option<Arc<Value>>);
         let mut picked: Vec<Picked> = Vec::new();
         let mut remaining = 0usize;
